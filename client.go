@@ -1,0 +1,162 @@
+package runfleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet/job"
+)
+
+// Options configure a [Client]. Zero fields take the documented defaults.
+type Options struct {
+	Prefix  string        // default job.DefaultPrefix
+	Streams StreamOptions // used only when a stream is missing
+}
+
+// Client publishes jobs and follows their results.
+type Client struct {
+	js       jetstream.JetStream
+	subjects job.Subjects
+}
+
+// NewClient returns a client on nc and creates the fleet's streams when they are missing.
+func NewClient(ctx context.Context, nc *nats.Conn, o Options) (*Client, error) {
+	s, err := job.NewSubjects(o.Prefix)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if err := EnsureStreams(ctx, js, s, o.Streams); err != nil {
+		return nil, err
+	}
+	return &Client{js: js, subjects: s}, nil
+}
+
+// Subjects are the names this client publishes to and reads from.
+func (c *Client) Subjects() job.Subjects { return c.subjects }
+
+// Submitted is the outcome of a publish.
+type Submitted struct {
+	ID        string
+	Sequence  uint64
+	Duplicate bool // a job with this id was already stored; this publish added nothing
+}
+
+// Submit stores req on queue; an empty queue is job.DefaultQueue and an empty req.ID a new UUID.
+// It returns once JetStream has stored the job.
+func (c *Client) Submit(ctx context.Context, queue string, req job.Request) (Submitted, error) {
+	if queue == "" {
+		queue = job.DefaultQueue
+	}
+	if !job.ValidQueue(queue) {
+		return Submitted{}, fmt.Errorf("queue %q: not a valid queue name", queue)
+	}
+	if req.ID == "" {
+		req.ID = uuid.NewString()
+	}
+	if !job.ValidID(req.ID) {
+		return Submitted{}, fmt.Errorf("job id %q: not a valid id", req.ID)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Submitted{}, fmt.Errorf("encode job %s: %w", req.ID, err)
+	}
+	return c.SubmitRaw(ctx, queue, req.ID, body)
+}
+
+// SubmitRaw stores body as job id on queue without looking at it; the worker validates it. It is
+// for tools and tests that need to send exactly the bytes they have.
+func (c *Client) SubmitRaw(ctx context.Context, queue, id string, body []byte) (Submitted, error) {
+	msg := nats.NewMsg(c.subjects.Jobs(queue))
+	msg.Data = body
+	if id != "" {
+		msg.Header.Set(job.HeaderMsgID, id)
+	}
+	ack, err := c.js.PublishMsg(ctx, msg)
+	if err != nil {
+		return Submitted{}, fmt.Errorf("publish job %s: %w", id, err)
+	}
+	return Submitted{ID: id, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+}
+
+// Cancel asks the fleet to cancel job id. A job not yet settled settles cancelled.
+func (c *Client) Cancel(ctx context.Context, id string) error {
+	if !job.ValidID(id) {
+		return fmt.Errorf("job id %q: not a valid id", id)
+	}
+	if _, err := c.js.Publish(ctx, c.subjects.Cancel(id), nil); err != nil {
+		return fmt.Errorf("publish cancel %s: %w", id, err)
+	}
+	return nil
+}
+
+// Page is one stored piece of a job's output.
+type Page struct {
+	Stream  string // job.Stdout or job.Stderr
+	Index   int64  // over the whole job
+	Offset  int64  // within Stream
+	Attempt int64
+	Data    []byte
+}
+
+// ErrNoSettlement is returned by [Client.Watch] when ctx ends before the job settled.
+var ErrNoSettlement = errors.New("job not settled")
+
+// Watch replays job id's pages from the start, calls onPage for each as it is stored, and returns
+// the settlement. It follows a running job live, and returns at once for a settled one.
+func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) (job.Settlement, error) {
+	var st job.Settlement
+	if !job.ValidID(id) {
+		return st, fmt.Errorf("job id %q: not a valid id", id)
+	}
+	cons, err := c.js.OrderedConsumer(ctx, c.subjects.ResultsStream(), jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{c.subjects.Results(id)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return st, fmt.Errorf("watch %s: %w", id, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return st, fmt.Errorf("watch %s: %w", id, err)
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	defer it.Stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return st, fmt.Errorf("watch %s: %w", id, ErrNoSettlement)
+			}
+			return st, fmt.Errorf("watch %s: %w", id, err)
+		}
+		if m.Subject() == c.subjects.Settled(id) {
+			if err := json.Unmarshal(m.Data(), &st); err != nil {
+				return st, fmt.Errorf("decode settlement of %s: %w", id, err)
+			}
+			return st, nil
+		}
+		if onPage == nil {
+			continue
+		}
+		h := m.Headers()
+		p := Page{Stream: h.Get(job.HeaderStream), Data: m.Data()}
+		p.Index, _ = strconv.ParseInt(h.Get(job.HeaderPage), 10, 64)
+		p.Offset, _ = strconv.ParseInt(h.Get(job.HeaderOffset), 10, 64)
+		p.Attempt, _ = strconv.ParseInt(h.Get(job.HeaderAttempt), 10, 64)
+		if err := onPage(p); err != nil {
+			return st, err
+		}
+	}
+}

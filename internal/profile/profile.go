@@ -1,0 +1,134 @@
+// Package profile defines the languages a worker runs: the built-in python3 and nodejs, and more
+// from a --profiles file. A profile is immutable; its digest names exactly what ran and is copied
+// into every settlement.
+package profile
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/job"
+)
+
+var (
+	//go:embed bootstrap/python3.py
+	pythonBootstrap string
+	//go:embed bootstrap/nodejs.js
+	nodeBootstrap string
+)
+
+// Set is the profiles a worker serves, by name.
+type Set map[string]sandbox.Profile
+
+// Has reports whether name is a profile of s.
+func (s Set) Has(name string) bool { _, ok := s[name]; return ok }
+
+// Names lists the profiles of s in order.
+func (s Set) Names() []string {
+	names := make([]string, 0, len(s))
+	for n := range s {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Builtin returns python3 and nodejs. With root "", they run the host's /usr/bin interpreters
+// (namespace provider); image names the sandbox image (Docker provider), whose interpreters are at
+// the same paths.
+func Builtin(root, image string) Set {
+	s := Set{
+		"python3": {Name: "python3", Interpreter: []string{"/usr/bin/python3", "-I", "-c", pythonBootstrap}, Root: root, Image: image},
+		"nodejs":  {Name: "nodejs", Interpreter: []string{"/usr/bin/node", "-e", nodeBootstrap}, Root: root, Image: image},
+	}
+	for n, p := range s {
+		s[n] = WithDigest(p)
+	}
+	return s
+}
+
+// WithDigest fills p.Digest when it is empty. Docker profiles carry their image id as digest;
+// otherwise the digest covers the interpreter command and, for the host, the interpreter binary,
+// so that a changed interpreter shows as a changed digest.
+func WithDigest(p sandbox.Profile) sandbox.Profile {
+	if p.Digest != "" {
+		return p
+	}
+	h := sha256.New()
+	for _, a := range p.Interpreter {
+		fmt.Fprintf(h, "%d:%s;", len(a), a)
+	}
+	fmt.Fprintf(h, "root:%s;", p.Root)
+	if len(p.Interpreter) > 0 {
+		if fi, err := os.Stat(filepath.Join(p.Root, p.Interpreter[0])); err == nil {
+			fmt.Fprintf(h, "bin:%d:%d;", fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	p.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return p
+}
+
+// file is the --profiles file: a JSON list of profiles. "bootstrap" names a built-in bootstrap
+// ("python3" or "nodejs") appended to interpreter, so a file need not repeat it.
+type file []struct {
+	sandbox.Profile
+	Bootstrap string `json:"bootstrap,omitempty"`
+}
+
+// Load reads a --profiles file and adds its profiles to base; a name in the file replaces base's.
+func Load(path string, base Set) (Set, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("profiles: %w", err)
+	}
+	var f file
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("profiles %s: %w", path, err)
+	}
+	out := Set{}
+	for n, p := range base {
+		out[n] = p
+	}
+	for i, e := range f {
+		p := e.Profile
+		if !job.ValidQueue(p.Name) {
+			return nil, fmt.Errorf("profiles %s: entry %d: name %q", path, i, p.Name)
+		}
+		switch e.Bootstrap {
+		case "":
+		case "python3":
+			p.Interpreter = append(p.Interpreter, "-I", "-c", pythonBootstrap)
+		case "nodejs":
+			p.Interpreter = append(p.Interpreter, "-e", nodeBootstrap)
+		default:
+			return nil, fmt.Errorf("profiles %s: %s: unknown bootstrap %q", path, p.Name, e.Bootstrap)
+		}
+		if len(p.Interpreter) == 0 {
+			return nil, fmt.Errorf("profiles %s: %s: no interpreter", path, p.Name)
+		}
+		out[p.Name] = WithDigest(p)
+	}
+	return out, nil
+}
+
+// Payload is what the bootstrap reads from stdin, in front of the job's own stdin.
+func Payload(req job.Request) ([]byte, error) {
+	body, err := json.Marshal(struct {
+		Preload string     `json:"preload"`
+		Code    string     `json:"code"`
+		Files   []job.File `json:"files,omitempty"`
+	}{req.Preload, req.Code, req.Files})
+	if err != nil {
+		return nil, err
+	}
+	out := append([]byte("runfleet1 "+strconv.Itoa(len(body))+"\n"), body...)
+	return append(out, req.Stdin...), nil
+}

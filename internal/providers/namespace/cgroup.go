@@ -1,0 +1,342 @@
+package namespace
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/runfleet/runfleet/internal/sandbox"
+)
+
+// limits are what a cgroup enforces.
+type limits struct {
+	memory int64
+	pids   int64
+	cpus   float64
+}
+
+type stats struct {
+	cpu    *time.Duration
+	maxRSS *int64
+	oom    bool
+}
+
+// cgroups makes one cgroup per sandbox, on whichever hierarchy the host has.
+type cgroups interface {
+	create(name string, l limits) (cgroup, error)
+	version() string
+}
+
+type cgroup interface {
+	add(pid int) error
+	stats() stats
+	// kill kills every process in the cgroup and waits until it is empty.
+	kill() error
+	remove() error
+}
+
+func detectCgroups(root, parent string) (cgroups, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(root, &st); err != nil {
+		return nil, fmt.Errorf("cgroups at %s: %w", root, err)
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return newCgroupsV2(root, parent)
+	}
+	return newCgroupsV1(root, parent)
+}
+
+func writeFile(path, value string) error {
+	return os.WriteFile(path, []byte(value), 0o644)
+}
+
+func readInt(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return v, err == nil
+}
+
+// keyed reads "key value" lines (memory.events, cpu.stat, memory.oom_control).
+func keyed(path, key string) (int64, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && k == key {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// killAll kills the processes listed in procs until the list stays empty.
+func killAll(procs string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(procs)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		fields := strings.Fields(string(b))
+		if len(fields) == 0 {
+			return nil
+		}
+		for _, f := range fields {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: %d processes survive SIGKILL", procs, len(fields))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// rmdirRetry removes a cgroup directory; the kernel refuses while exiting tasks are still
+// accounted to it, which lasts a few milliseconds after they were reaped.
+func rmdirRetry(dir string) error {
+	var err error
+	for range 200 {
+		err = unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("remove cgroup %s: %w", dir, err)
+}
+
+// cgroupsV1 places each sandbox in the memory, pids, cpu and cpuacct hierarchies.
+type cgroupsV1 struct {
+	dirs map[string]string // controller → <mount>/<parent>
+}
+
+var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
+
+func newCgroupsV1(root, parent string) (*cgroupsV1, error) {
+	c := &cgroupsV1{dirs: map[string]string{}}
+	for _, ctrl := range v1Controllers {
+		mount := filepath.Join(root, ctrl)
+		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s controller is not mounted at %s: %w", ctrl, mount, sandbox.ErrUnsupported)
+		}
+		dir := filepath.Join(mount, parent)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v1 %s: %w", ctrl, err)
+		}
+		c.dirs[ctrl] = dir
+	}
+	return c, nil
+}
+
+func (c *cgroupsV1) version() string { return "v1" }
+
+func (c *cgroupsV1) create(name string, l limits) (cgroup, error) {
+	g := &cgroupV1{dirs: map[string]string{}}
+	for _, ctrl := range v1Controllers {
+		dir := filepath.Join(c.dirs[ctrl], name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			_ = g.remove()
+			return nil, fmt.Errorf("cgroup %s: %w", ctrl, err)
+		}
+		g.dirs[ctrl] = dir
+	}
+	mem := g.dirs["memory"]
+	settings := [][2]string{
+		{filepath.Join(mem, "memory.limit_in_bytes"), strconv.FormatInt(l.memory, 10)},
+		{filepath.Join(mem, "memory.swappiness"), "0"},
+		{filepath.Join(g.dirs["pids"], "pids.max"), strconv.FormatInt(l.pids, 10)},
+	}
+	if _, err := os.Stat(filepath.Join(mem, "memory.memsw.limit_in_bytes")); err == nil {
+		settings = append(settings, [2]string{filepath.Join(mem, "memory.memsw.limit_in_bytes"), strconv.FormatInt(l.memory, 10)})
+	}
+	if l.cpus > 0 {
+		settings = append(settings,
+			[2]string{filepath.Join(g.dirs["cpu"], "cpu.cfs_period_us"), "100000"},
+			[2]string{filepath.Join(g.dirs["cpu"], "cpu.cfs_quota_us"), strconv.FormatInt(int64(l.cpus*100000), 10)})
+	}
+	for _, s := range settings {
+		if err := writeFile(s[0], s[1]); err != nil {
+			_ = g.remove()
+			return nil, fmt.Errorf("set %s: %w", filepath.Base(s[0]), err)
+		}
+	}
+	return g, nil
+}
+
+type cgroupV1 struct {
+	dirs map[string]string
+}
+
+func (g *cgroupV1) add(pid int) error {
+	for _, ctrl := range v1Controllers {
+		if err := writeFile(filepath.Join(g.dirs[ctrl], "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return fmt.Errorf("join cgroup %s: %w", ctrl, err)
+		}
+	}
+	return nil
+}
+
+func (g *cgroupV1) stats() stats {
+	var s stats
+	if ns, ok := readInt(filepath.Join(g.dirs["cpuacct"], "cpuacct.usage")); ok {
+		d := time.Duration(ns)
+		s.cpu = &d
+	}
+	if rss, ok := readInt(filepath.Join(g.dirs["memory"], "memory.max_usage_in_bytes")); ok {
+		s.maxRSS = &rss
+	}
+	if n, ok := keyed(filepath.Join(g.dirs["memory"], "memory.oom_control"), "oom_kill"); ok {
+		s.oom = n > 0
+	}
+	return s
+}
+
+func (g *cgroupV1) kill() error {
+	return killAll(filepath.Join(g.dirs["pids"], "cgroup.procs"))
+}
+
+func (g *cgroupV1) remove() error {
+	var errs []error
+	for _, dir := range g.dirs {
+		errs = append(errs, rmdirRetry(dir))
+	}
+	return errors.Join(errs...)
+}
+
+// cgroupsV2 places each sandbox in a child of the worker's own cgroup. The worker moves itself
+// into a leaf first, because cgroup v2 enables controllers for children only of a cgroup that
+// holds no processes itself.
+type cgroupsV2 struct {
+	dir string
+}
+
+func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
+	own, err := ownCgroupV2()
+	if err != nil {
+		return nil, err
+	}
+	base := filepath.Join(root, own)
+	ctrls, err := os.ReadFile(filepath.Join(base, "cgroup.controllers"))
+	if err != nil {
+		return nil, fmt.Errorf("cgroup v2 at %s: %w", base, err)
+	}
+	for _, need := range []string{"memory", "pids", "cpu"} {
+		if !slices.Contains(strings.Fields(string(ctrls)), need) {
+			return nil, fmt.Errorf("cgroup v2 controller %s is not delegated to %s: %w", need, base, sandbox.ErrUnsupported)
+		}
+	}
+	if own != "/" {
+		leaf := filepath.Join(base, parent+"-worker")
+		if err := os.MkdirAll(leaf, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v2 leaf: %w", err)
+		}
+		if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
+			return nil, fmt.Errorf("move worker into %s: %w", leaf, err)
+		}
+	}
+	if err := writeFile(filepath.Join(base, "cgroup.subtree_control"), "+memory +pids +cpu"); err != nil {
+		return nil, fmt.Errorf("enable controllers in %s: %w", base, err)
+	}
+	dir := filepath.Join(base, parent)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup v2: %w", err)
+	}
+	if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+memory +pids +cpu"); err != nil {
+		return nil, fmt.Errorf("enable controllers in %s: %w", dir, err)
+	}
+	return &cgroupsV2{dir: dir}, nil
+}
+
+func ownCgroupV2() (string, error) {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if p, ok := strings.CutPrefix(line, "0::"); ok {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no cgroup v2 entry in /proc/self/cgroup: %w", sandbox.ErrUnsupported)
+}
+
+func (c *cgroupsV2) version() string { return "v2" }
+
+func (c *cgroupsV2) create(name string, l limits) (cgroup, error) {
+	dir := filepath.Join(c.dir, name)
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	g := &cgroupV2{dir: dir}
+	cpu := "max 100000"
+	if l.cpus > 0 {
+		cpu = fmt.Sprintf("%d 100000", int64(l.cpus*100000))
+	}
+	for _, s := range [][2]string{
+		{"memory.max", strconv.FormatInt(l.memory, 10)},
+		{"memory.swap.max", "0"},
+		{"pids.max", strconv.FormatInt(l.pids, 10)},
+		{"cpu.max", cpu},
+	} {
+		if err := writeFile(filepath.Join(dir, s[0]), s[1]); err != nil && !(s[0] == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
+			_ = g.remove()
+			return nil, fmt.Errorf("set %s: %w", s[0], err)
+		}
+	}
+	return g, nil
+}
+
+type cgroupV2 struct {
+	dir string
+}
+
+func (g *cgroupV2) add(pid int) error {
+	return writeFile(filepath.Join(g.dir, "cgroup.procs"), strconv.Itoa(pid))
+}
+
+func (g *cgroupV2) stats() stats {
+	var s stats
+	if us, ok := keyed(filepath.Join(g.dir, "cpu.stat"), "usage_usec"); ok {
+		d := time.Duration(us) * time.Microsecond
+		s.cpu = &d
+	}
+	if rss, ok := readInt(filepath.Join(g.dir, "memory.peak")); ok {
+		s.maxRSS = &rss
+	}
+	if n, ok := keyed(filepath.Join(g.dir, "memory.events"), "oom_kill"); ok {
+		s.oom = n > 0
+	}
+	return s
+}
+
+func (g *cgroupV2) kill() error {
+	_ = writeFile(filepath.Join(g.dir, "cgroup.kill"), "1")
+	return killAll(filepath.Join(g.dir, "cgroup.procs"))
+}
+
+func (g *cgroupV2) remove() error { return rmdirRetry(g.dir) }

@@ -1,0 +1,40 @@
+package namespace_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/runfleet/runfleet/internal/profile"
+	"github.com/runfleet/runfleet/internal/providers/namespace"
+	"github.com/runfleet/runfleet/internal/sandbox/providertest"
+	"github.com/runfleet/runfleet/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	namespace.Init()
+	os.Exit(m.Run())
+}
+
+func TestConformance(t *testing.T) {
+	testenv.NeedRoot(t)
+	secret := "runfleet-secret-" + t.Name()
+	t.Setenv("RUNFLEET_TEST_SECRET", secret)
+	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", StateDir: t.TempDir()})
+	if err != nil {
+		testenv.Missing(t, "namespace provider: %v", err)
+	}
+	providertest.Run(t, providertest.Env{
+		Provider: p,
+		Profiles: profile.Builtin(testenv.RootFS(t), ""),
+		Secret:   secret,
+		Leftovers: func(t *testing.T, id string) string {
+			for _, ctrl := range []string{"memory", "pids", "cpu"} {
+				if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", ctrl, "runfleet-test", id)); err == nil {
+					return "cgroup " + ctrl + "/" + id
+				}
+			}
+			return ""
+		},
+	})
+}

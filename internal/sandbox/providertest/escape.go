@@ -1,0 +1,117 @@
+package providertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runfleet/runfleet/internal/sandbox"
+)
+
+// libc lets the battery make raw calls from python3 the way an attacker would.
+const libc = "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+
+func runEscape(ctx context.Context, t *testing.T, e Env) {
+	self, _ := os.Executable()
+	ports := fmt.Sprint(e.HostPorts)
+	if ports == "[]" || ports == "" {
+		ports = "[4222, 6379]"
+	}
+	cases := []struct {
+		name string
+		code string
+		mod  func(*sandbox.Spec)
+		want []check
+	}{
+		// network
+		{name: "only loopback interface", code: "import socket; print(sorted(n for _, n in socket.if_nameindex()))",
+			want: []check{stdoutIs("['lo']\n")}},
+		{name: "no route", code: "print(len(open('/proc/net/route').read().strip().splitlines()))",
+			want: []check{stdoutIs("1\n")}},
+		{name: "host services unreachable", code: "import socket\nreached = []\nfor p in " + ports + ":\n" +
+			"    s = socket.socket(); s.settimeout(1)\n    try:\n        s.connect(('127.0.0.1', p)); reached.append(p)\n" +
+			"    except OSError:\n        pass\nprint('reached', reached)",
+			want: []check{stdoutIs("reached []\n")}},
+		{name: "no dns", code: "import socket\ntry:\n    socket.getaddrinfo('example.com', 80); print('resolved')\nexcept OSError:\n    print('no dns')",
+			want: []check{stdoutIs("no dns\n")}},
+		{name: "no docker socket", code: "import os; print([p for p in ('/var/run/docker.sock', '/run/docker.sock') if os.path.exists(p)])",
+			want: []check{stdoutIs("[]\n")}},
+		// host
+		{name: "worker environment invisible", code: "import os\nprint(sorted(os.environ))\nprint(open('/proc/self/environ').read())",
+			want: []check{exitCode(0), stdoutLacks(e.Secret)}},
+		{name: "host processes invisible", code: "import os; print(len([p for p in os.listdir('/proc') if p.isdigit()]) <= 2)",
+			want: []check{stdoutIs("True\n")}},
+		{name: "shadow unreadable", code: "try:\n    open('/etc/shadow').read(); print('read')\nexcept OSError:\n    print('denied')",
+			want: []check{stdoutIs("denied\n")}},
+		{name: "worker binary invisible", code: fmt.Sprintf("import os; print(os.path.exists(%q))", self),
+			want: []check{stdoutIs("False\n")}},
+		{name: "root read-only", code: "try:\n    open('/usr/evil', 'w'); print('wrote')\nexcept OSError:\n    print('denied')",
+			want: []check{stdoutIs("denied\n")}},
+		// bombs
+		{name: "fork bomb capped", code: "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n" +
+			"            time.sleep(30); os._exit(0)\n        n += 1\nexcept OSError:\n    print('capped', n < 32)",
+			mod: func(s *sandbox.Spec) { s.Pids = 16 }, want: []check{stdoutIs("capped True\n")}},
+		{name: "workspace fill bounded", code: fillCode("/workspace/fill"), want: []check{stdoutIs("bounded True\n")}},
+		{name: "tmp fill bounded", code: fillCode("/tmp/fill"), want: []check{stdoutIs("bounded True\n")}},
+		{name: "sleep with closed stdout times out", code: "import os, time\nos.close(1); os.close(2)\ntime.sleep(60)",
+			mod: func(s *sandbox.Spec) { s.Timeout = time.Second }, want: []check{timedOut}},
+		{name: "stop itself", code: "import os, signal, time\nos.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(60)",
+			mod: func(s *sandbox.Spec) { s.Timeout = time.Second }, want: []check{timedOut}},
+		{name: "kill all inside", code: "import os, time\nif os.fork() == 0:\n    time.sleep(30)\ntime.sleep(0.1)\nos.kill(-1, 9)\nprint('alive')",
+			want: []check{stdoutIs("alive\n"), exitCode(0)}},
+		// privilege
+		{name: "setuid denied", code: "import os\ntry:\n    os.setuid(0); print('root')\nexcept OSError:\n    print('denied')",
+			want: []check{stdoutIs("denied\n")}},
+		{name: "mount denied", code: libc + "print(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None))", want: []check{stdoutIs("-1\n")}},
+		{name: "unshare denied", code: libc + "print(libc.unshare(0x10000000))", want: []check{stdoutIs("-1\n")}},
+		{name: "keyctl denied", code: libc + "print(libc.syscall(250, 0, -3, 1, 0, 0))", want: []check{stdoutIs("-1\n")}},
+		{name: "bpf denied", code: libc + "print(libc.syscall(321, 0, 0, 0))", want: []check{stdoutIs("-1\n")}},
+		{name: "ptrace sibling denied", code: libc + "import time\npid = os.fork()\nif pid == 0:\n    time.sleep(5); os._exit(0)\n" +
+			"print(libc.ptrace(16, pid, 0, 0))", want: []check{stdoutIs("-1\n")}},
+		{name: "proc sys read-only", code: "try:\n    open('/proc/sys/kernel/hostname', 'w').write('x'); print('wrote')\nexcept OSError:\n    print('denied')",
+			want: []check{stdoutIs("denied\n")}},
+		{name: "not root", code: "import os; print(os.getuid() != 0 and os.geteuid() != 0)", want: []check{stdoutIs("True\n")}},
+		{name: "no capabilities", code: "print([l for l in open('/proc/self/status') if l.startswith(('CapEff', 'CapPrm', 'CapBnd'))])",
+			want: []check{stdoutHas("CapEff:\\t0000000000000000"), stdoutHas("CapPrm:\\t0000000000000000")}},
+		{name: "no new privileges", code: "print([l.strip() for l in open('/proc/self/status') if l.startswith('NoNewPrivs')])",
+			want: []check{stdoutIs("['NoNewPrivs:\\t1']\n")}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := Exec(ctx, t, e, "python3", c.code, "", c.mod)
+			for _, ch := range c.want {
+				ch(t, r)
+			}
+		})
+	}
+}
+
+func fillCode(path string) string {
+	return "n = 0\ntry:\n    with open('" + path + "', 'wb') as f:\n        while True:\n" +
+		"            f.write(b'x' * (1 << 20)); f.flush(); n += 1\nexcept OSError:\n    pass\nprint('bounded', n <= 17)"
+}
+
+func timedOut(t *testing.T, r Result) {
+	t.Helper()
+	if !r.Exit.TimedOut || r.Exit.Usage.Wall > 6*time.Second {
+		t.Errorf("TimedOut = %v after %v, want true within 6s", r.Exit.TimedOut, r.Exit.Usage.Wall)
+	}
+}
+
+// runFresh checks that nothing of one job is visible to the next.
+func runFresh(ctx context.Context, t *testing.T, e Env) {
+	first := Exec(ctx, t, e, "python3", "import os, subprocess\nopen('/workspace/left', 'w').write('x')\n"+
+		"open('/tmp/left', 'w').write('x')\nos.environ['LEFT'] = '1'\n"+
+		"subprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(60)'], start_new_session=True)\nprint('left')", "", nil)
+	if first.Stdout != "left\n" {
+		t.Fatalf("first job stdout = %q, want %q (stderr %q)", first.Stdout, "left\n", first.Stderr)
+	}
+	second := Exec(ctx, t, e, "python3", "import os\nprint(os.path.exists('/workspace/left'), os.path.exists('/tmp/left'), "+
+		"'LEFT' in os.environ, len([p for p in os.listdir('/proc') if p.isdigit()]))", "", nil)
+	if want := "False False False 1\n"; second.Stdout != want {
+		t.Errorf("second job sees %q, want %q (stderr %q)", second.Stdout, want, strings.TrimSpace(second.Stderr))
+	}
+}

@@ -1,0 +1,110 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a redis-server child process that lives as long as its test.
+type Redis struct {
+	t    testing.TB
+	Addr string
+	URL  string
+	dir  string
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// StartRedis starts redis-server on a free loopback port, with no persistence unless args add it.
+func StartRedis(t testing.TB, args ...string) *Redis {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		Missing(t, "redis-server on PATH (Debian package redis-server)")
+	}
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Redis{t: t, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: t.TempDir()}
+	r.URL = "redis://" + r.Addr + "/0"
+	r.args = append([]string{bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", r.dir,
+		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no"}, args...)
+	r.start()
+	t.Cleanup(r.Stop)
+	return r
+}
+
+func (r *Redis) start() {
+	r.t.Helper()
+	r.cmd = exec.Command(r.args[0], r.args[1:]...)
+	r.cmd.Dir = r.dir
+	if err := r.cmd.Start(); err != nil {
+		r.t.Fatalf("start redis-server: %v", err)
+	}
+	r.done = make(chan struct{})
+	go func(cmd *exec.Cmd, done chan struct{}) {
+		_ = cmd.Wait()
+		close(done)
+	}(r.cmd, r.done)
+	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			r.t.Fatalf("redis-server at %s did not answer in 10s", r.Addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Stop ends the server; its data is gone unless persistence was configured.
+func (r *Redis) Stop() {
+	if r.cmd == nil || r.cmd.Process == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	<-r.done
+	r.cmd = nil
+}
+
+// Restart stops the server and starts it again on the same port: empty, without persistence.
+func (r *Redis) Restart() {
+	r.t.Helper()
+	r.Stop()
+	r.start()
+}
+
+// Client returns a client of the server, closed with the test.
+func (r *Redis) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	r.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	p, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

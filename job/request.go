@@ -1,0 +1,319 @@
+package job
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Request is the body of a job message: what to run and within which bounds.
+type Request struct {
+	ID       string            `json:"id,omitempty"`
+	Language string            `json:"language"`
+	Code     string            `json:"code"`
+	Preload  string            `json:"preload,omitempty"`
+	Stdin    string            `json:"stdin,omitempty"`
+	Env      map[string]string `json:"env,omitempty"`
+	Files    []File            `json:"files,omitempty"`
+	Limits   Limits            `json:"limits,omitzero"`
+	Deadline time.Time         `json:"deadline,omitzero"`
+	Labels   map[string]string `json:"labels,omitempty"`
+}
+
+// File is written under the sandbox's /workspace before the code runs.
+type File struct {
+	Path    string `json:"path"`
+	Content []byte `json:"content"`
+	Mode    uint32 `json:"mode,omitempty"`
+}
+
+// Limits bound one job. A nil field takes the worker's default.
+type Limits struct {
+	TimeoutMS   *int64 `json:"timeout_ms,omitempty"`
+	OutputBytes *int64 `json:"output_bytes,omitempty"`
+	PageBytes   *int64 `json:"page_bytes,omitempty"`
+	MaxPages    *int64 `json:"max_pages,omitempty"`
+	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
+	Pids        *int64 `json:"pids,omitempty"`
+}
+
+// Bounds are limits with every field resolved.
+type Bounds struct {
+	Timeout     time.Duration
+	OutputBytes int64
+	PageBytes   int64
+	MaxPages    int64
+	MemoryBytes int64
+	Pids        int64
+}
+
+// Policy is what a worker accepts: defaults for missing limits, maxima, and sizes of the request.
+type Policy struct {
+	Default      Bounds
+	Max          Bounds
+	MaxBodyBytes int               // the whole message body
+	MaxFiles     int               // entries in files
+	MaxEnv       int               // entries in env
+	Languages    func(string) bool // reports whether a language names a profile
+}
+
+// DefaultPolicy is the policy a worker runs with unless configured otherwise.
+func DefaultPolicy() Policy {
+	return Policy{
+		Default: Bounds{Timeout: 10 * time.Second, OutputBytes: 1 << 20, PageBytes: 64 << 10,
+			MaxPages: 64, MemoryBytes: 256 << 20, Pids: 64},
+		Max: Bounds{Timeout: 5 * time.Minute, OutputBytes: 16 << 20, PageBytes: 256 << 10,
+			MaxPages: 4096, MemoryBytes: 2 << 30, Pids: 512},
+		MaxBodyBytes: 4 << 20,
+		MaxFiles:     256,
+		MaxEnv:       128,
+	}
+}
+
+// RejectError says why a request is invalid; Reason is the code a rejected settlement carries.
+type RejectError struct {
+	Reason Reason
+	Detail string
+}
+
+func (e *RejectError) Error() string {
+	if e.Detail == "" {
+		return "rejected: " + string(e.Reason)
+	}
+	return "rejected: " + string(e.Reason) + ": " + e.Detail
+}
+
+func reject(r Reason, format string, args ...any) *RejectError {
+	return &RejectError{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// maxDepth bounds nesting in a request body; a valid request needs 4.
+const maxDepth = 16
+
+// Decode parses and validates a job message body against p. msgID is the Nats-Msg-Id header.
+// The error, when not nil, is a *RejectError.
+func Decode(body []byte, msgID string, p Policy) (Request, Bounds, error) {
+	var req Request
+	if !ValidID(msgID) {
+		return req, Bounds{}, reject(ReasonInvalidID, "Nats-Msg-Id %q does not match %s", clip(msgID), idPattern)
+	}
+	if p.MaxBodyBytes > 0 && len(body) > p.MaxBodyBytes {
+		return req, Bounds{}, reject(ReasonPayloadTooLarge, "body is %d bytes, at most %d", len(body), p.MaxBodyBytes)
+	}
+	if !utf8.Valid(body) {
+		return req, Bounds{}, reject(ReasonInvalidJSON, "body is not UTF-8")
+	}
+	if err := checkShape(body); err != nil {
+		return req, Bounds{}, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&req); err != nil {
+		return req, Bounds{}, decodeError(err)
+	}
+	if req.ID != "" && req.ID != msgID {
+		return req, Bounds{}, reject(ReasonIDMismatch, "id %q differs from Nats-Msg-Id %q", clip(req.ID), msgID)
+	}
+	req.ID = msgID
+	b, err := req.Validate(p)
+	return req, b, err
+}
+
+// Validate checks the fields of r against p and resolves its limits.
+func (r *Request) Validate(p Policy) (Bounds, error) {
+	switch {
+	case r.Language == "":
+		return Bounds{}, reject(ReasonMissingLanguage, "language is required")
+	case p.Languages != nil && !p.Languages(r.Language):
+		return Bounds{}, reject(ReasonUnknownLanguage, "no profile %q on this worker", clip(r.Language))
+	case r.Code == "":
+		return Bounds{}, reject(ReasonMissingCode, "code is required")
+	case strings.ContainsRune(r.Code, 0):
+		return Bounds{}, reject(ReasonInvalidCode, "code contains NUL")
+	case strings.ContainsRune(r.Preload, 0):
+		return Bounds{}, reject(ReasonInvalidPreload, "preload contains NUL")
+	}
+	if p.MaxEnv > 0 && len(r.Env) > p.MaxEnv {
+		return Bounds{}, reject(ReasonInvalidEnv, "%d variables, at most %d", len(r.Env), p.MaxEnv)
+	}
+	for k, v := range r.Env {
+		if !envName.MatchString(k) {
+			return Bounds{}, reject(ReasonInvalidEnv, "name %q does not match %s", clip(k), envName)
+		}
+		if strings.ContainsRune(v, 0) {
+			return Bounds{}, reject(ReasonInvalidEnv, "value of %s contains NUL", k)
+		}
+	}
+	if p.MaxFiles > 0 && len(r.Files) > p.MaxFiles {
+		return Bounds{}, reject(ReasonInvalidFiles, "%d files, at most %d", len(r.Files), p.MaxFiles)
+	}
+	seen := make(map[string]bool, len(r.Files))
+	for _, f := range r.Files {
+		if err := checkPath(f.Path); err != nil {
+			return Bounds{}, err
+		}
+		if seen[path.Clean(f.Path)] {
+			return Bounds{}, reject(ReasonInvalidPath, "%q given twice", clip(f.Path))
+		}
+		seen[path.Clean(f.Path)] = true
+		if f.Mode&^0o777 != 0 {
+			return Bounds{}, reject(ReasonInvalidFiles, "mode %o of %q: only permission bits", f.Mode, clip(f.Path))
+		}
+	}
+	return r.Limits.resolve(p)
+}
+
+func checkPath(p string) error {
+	switch {
+	case p == "":
+		return reject(ReasonInvalidPath, "empty path")
+	case strings.ContainsRune(p, 0):
+		return reject(ReasonInvalidPath, "path contains NUL")
+	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
+		return reject(ReasonInvalidPath, "%q is absolute", clip(p))
+	case len(p) > 1024:
+		return reject(ReasonInvalidPath, "path longer than 1024 bytes")
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return reject(ReasonInvalidPath, "%q leaves /workspace", clip(p))
+		}
+	}
+	if c := path.Clean(p); c == "." {
+		return reject(ReasonInvalidPath, "%q names no file", clip(p))
+	}
+	return nil
+}
+
+func (l Limits) resolve(p Policy) (Bounds, error) {
+	b := p.Default
+	fields := []struct {
+		name string
+		v    *int64
+		max  int64
+		set  func(int64)
+	}{
+		{"timeout_ms", l.TimeoutMS, p.Max.Timeout.Milliseconds(), func(v int64) { b.Timeout = time.Duration(v) * time.Millisecond }},
+		{"output_bytes", l.OutputBytes, p.Max.OutputBytes, func(v int64) { b.OutputBytes = v }},
+		{"page_bytes", l.PageBytes, p.Max.PageBytes, func(v int64) { b.PageBytes = v }},
+		{"max_pages", l.MaxPages, p.Max.MaxPages, func(v int64) { b.MaxPages = v }},
+		{"memory_bytes", l.MemoryBytes, p.Max.MemoryBytes, func(v int64) { b.MemoryBytes = v }},
+		{"pids", l.Pids, p.Max.Pids, func(v int64) { b.Pids = v }},
+	}
+	for _, f := range fields {
+		if f.v == nil {
+			continue
+		}
+		if *f.v <= 0 || *f.v > f.max {
+			return Bounds{}, reject(ReasonInvalidLimits, "%s is %d, want 1 to %d", f.name, *f.v, f.max)
+		}
+		f.set(*f.v)
+	}
+	return b, nil
+}
+
+// checkShape refuses what encoding/json would accept quietly: duplicate keys, deep nesting, and
+// a body that is not one JSON object.
+func checkShape(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return reject(ReasonInvalidJSON, "%v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return reject(ReasonInvalidJSON, "body is not a JSON object")
+	}
+	type frame struct {
+		object bool
+		keys   map[string]bool
+		key    bool // in an object: the next string token is a key
+	}
+	stack := []frame{{object: true, keys: map[string]bool{}, key: true}}
+	for len(stack) > 0 {
+		tok, err := dec.Token()
+		if err != nil {
+			return reject(ReasonInvalidJSON, "%v", err)
+		}
+		top := &stack[len(stack)-1]
+		if top.object && top.key {
+			if d, ok := tok.(json.Delim); ok && d == '}' {
+				stack = stack[:len(stack)-1]
+				if len(stack) > 0 {
+					stack[len(stack)-1].key = true
+				}
+				continue
+			}
+			k := tok.(string)
+			if top.keys[k] {
+				return reject(ReasonDuplicateKey, "key %q appears twice", clip(k))
+			}
+			top.keys[k] = true
+			top.key = false
+			continue
+		}
+		if d, ok := tok.(json.Delim); ok {
+			switch d {
+			case '{', '[':
+				if len(stack) >= maxDepth {
+					return reject(ReasonTooDeep, "nested deeper than %d", maxDepth)
+				}
+				stack = append(stack, frame{object: d == '{', keys: map[string]bool{}, key: d == '{'})
+				continue
+			case ']':
+				stack = stack[:len(stack)-1]
+			}
+		}
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].key = true
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return reject(ReasonInvalidJSON, "data after the JSON object")
+	}
+	return nil
+}
+
+func decodeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		reason := Reason("invalid_" + strings.SplitN(field, ".", 2)[0])
+		switch {
+		case strings.HasPrefix(field, "limits"):
+			reason = ReasonInvalidLimits
+		case strings.HasPrefix(field, "files"):
+			reason = ReasonInvalidFiles
+		case field == "":
+			reason = ReasonInvalidJSON
+		}
+		return reject(reason, "%s: want %s, got %s", field, te.Type, te.Value)
+	}
+	var pe *time.ParseError
+	if errors.As(err, &pe) {
+		return reject(ReasonInvalidDeadline, "deadline is not an RFC 3339 time")
+	}
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "base64"):
+		return reject(ReasonInvalidFiles, "file content is not base64")
+	case strings.Contains(msg, "Time.UnmarshalJSON"), strings.Contains(msg, "parsing time"):
+		return reject(ReasonInvalidDeadline, "deadline is not an RFC 3339 time")
+	}
+	return reject(ReasonInvalidJSON, "%v", err)
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -1,0 +1,113 @@
+package job
+
+import "time"
+
+// Status is how a job ended.
+type Status string
+
+// The statuses of PROTOCOL.md.
+const (
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusTimedOut  Status = "timed_out"
+	StatusCancelled Status = "cancelled"
+	StatusExpired   Status = "expired"
+	StatusRejected  Status = "rejected"
+	StatusError     Status = "error"
+	StatusUnknown   Status = "unknown"
+)
+
+// Statuses lists every status, for metrics and tests.
+var Statuses = []Status{StatusSucceeded, StatusFailed, StatusTimedOut, StatusCancelled,
+	StatusExpired, StatusRejected, StatusError, StatusUnknown}
+
+// Reason refines a status: why a job failed, was rejected or ended in error.
+type Reason string
+
+// Reasons for [StatusFailed].
+const (
+	ReasonExitNonzero    Reason = "exit_nonzero"
+	ReasonSignal         Reason = "signal"
+	ReasonOOM            Reason = "oom"
+	ReasonOutputLimit    Reason = "output_limit"
+	ReasonPageLimit      Reason = "page_limit"
+	ReasonWorkerShutdown Reason = "worker_shutdown"
+)
+
+// Reasons for [StatusRejected].
+const (
+	ReasonInvalidJSON      Reason = "invalid_json"
+	ReasonInvalidID        Reason = "invalid_id"
+	ReasonIDMismatch       Reason = "id_mismatch"
+	ReasonMissingLanguage  Reason = "missing_language"
+	ReasonUnknownLanguage  Reason = "unknown_language"
+	ReasonMissingCode      Reason = "missing_code"
+	ReasonInvalidCode      Reason = "invalid_code"
+	ReasonInvalidPreload   Reason = "invalid_preload"
+	ReasonInvalidStdin     Reason = "invalid_stdin"
+	ReasonPayloadTooLarge  Reason = "payload_too_large"
+	ReasonInvalidLimits    Reason = "invalid_limits"
+	ReasonInvalidPath      Reason = "invalid_path"
+	ReasonInvalidFiles     Reason = "invalid_files"
+	ReasonInvalidEnv       Reason = "invalid_env"
+	ReasonInvalidDeadline  Reason = "invalid_deadline"
+	ReasonInvalidLabels    Reason = "invalid_labels"
+	ReasonDuplicateKey     Reason = "duplicate_key"
+	ReasonTooDeep          Reason = "too_deep"
+	ReasonMissingMessageID Reason = "missing_msg_id"
+)
+
+// Reasons for [StatusError], [StatusUnknown] and [StatusCancelled].
+const (
+	ReasonInfrastructure Reason = "infrastructure"
+	ReasonOutcomeLost    Reason = "outcome_lost"
+	ReasonRecordLost     Reason = "record_lost"
+	ReasonCancelRequest  Reason = "cancel_request"
+)
+
+// Usage is what the sandbox measured; a field a provider cannot measure is absent.
+type Usage struct {
+	WallMS      int64  `json:"wall_ms"`
+	CPUMS       *int64 `json:"cpu_ms,omitempty"`
+	MaxRSSBytes *int64 `json:"max_rss_bytes,omitempty"`
+}
+
+// Settlement is the last record of a job, stored exactly once on its settled subject.
+type Settlement struct {
+	JobID            string            `json:"job_id"`
+	Status           Status            `json:"status"`
+	Reason           Reason            `json:"reason"`
+	Detail           string            `json:"detail,omitempty"`
+	ExitCode         *int              `json:"exit_code"`
+	Signal           string            `json:"signal"`
+	StdoutBytes      int64             `json:"stdout_bytes"`
+	StderrBytes      int64             `json:"stderr_bytes"`
+	Pages            int64             `json:"pages"`
+	Truncated        bool              `json:"truncated"`
+	Attempt          int64             `json:"attempt"`
+	Worker           string            `json:"worker"`
+	Provider         string            `json:"provider,omitempty"`
+	Profile          string            `json:"profile,omitempty"`
+	ProfileDigest    string            `json:"profile_digest,omitempty"`
+	SandboxDestroyed bool              `json:"sandbox_destroyed"`
+	Usage            *Usage            `json:"usage,omitempty"`
+	Labels           map[string]string `json:"labels,omitempty"`
+	QueuedAt         time.Time         `json:"queued_at,omitzero"`
+	StartedAt        time.Time         `json:"started_at,omitzero"`
+	FinishedAt       time.Time         `json:"finished_at,omitzero"`
+	SettledAt        time.Time         `json:"settled_at"`
+}
+
+// Ran reports whether the status says the code certainly ran.
+func (s Status) Ran() bool {
+	return s == StatusSucceeded || s == StatusFailed || s == StatusTimedOut
+}
+
+// Rejection is the record published on the rejected subject for a job message whose id could not
+// be read, so that no settlement subject can name it.
+type Rejection struct {
+	StreamSeq uint64 `json:"stream_seq"`
+	Subject   string `json:"subject"`
+	Reason    Reason `json:"reason"`
+	Detail    string `json:"detail,omitempty"`
+}

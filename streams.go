@@ -1,0 +1,71 @@
+package runfleet
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet/job"
+)
+
+// StreamOptions are the settings of the streams a fleet creates when they are missing. Zero fields
+// take the defaults of PROTOCOL.md.
+type StreamOptions struct {
+	Duplicates    time.Duration // dedup window of the jobs stream; default 2 min
+	ResultsMaxAge time.Duration // default 24 h
+	ControlMaxAge time.Duration // default 24 h
+	Replicas      int           // default 1
+}
+
+// StreamConfigs returns the configurations of the three streams of s.
+func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
+	replicas := cmp.Or(o.Replicas, 1)
+	return []jetstream.StreamConfig{
+		{
+			Name:        s.JobsStream(),
+			Description: "runfleet job requests, one message per job",
+			Subjects:    []string{s.AllJobs()},
+			Retention:   jetstream.WorkQueuePolicy,
+			Storage:     jetstream.FileStorage,
+			Duplicates:  cmp.Or(o.Duplicates, 2*time.Minute),
+			Replicas:    replicas,
+		},
+		{
+			Name:        s.ResultsStream(),
+			Description: "runfleet output pages, settlements and rejection records",
+			Subjects:    []string{s.AllResults(), s.Rejected()},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      cmp.Or(o.ResultsMaxAge, 24*time.Hour),
+			Replicas:    replicas,
+		},
+		{
+			Name:        s.ControlStream(),
+			Description: "runfleet cancel requests",
+			Subjects:    []string{s.AllCancels()},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     jetstream.FileStorage,
+			MaxAge:      cmp.Or(o.ControlMaxAge, 24*time.Hour),
+			Replicas:    replicas,
+		},
+	}
+}
+
+// EnsureStreams creates the streams of s that are missing. An existing stream is left as it is:
+// its settings are the operator's, and shrinking them could drop jobs or results.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, o StreamOptions) error {
+	for _, cfg := range StreamConfigs(s, o) {
+		_, err := js.CreateStream(ctx, cfg)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
