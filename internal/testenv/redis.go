@@ -108,3 +108,4 @@ func FreePort(t testing.TB) int {
 	}
 	return p
 }
+

@@ -1,0 +1,260 @@
+package lease
+
+import (
+	"cmp"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed scripts/claim.lua
+	claimSrc string
+	//go:embed scripts/extend.lua
+	extendSrc string
+	//go:embed scripts/reserve.lua
+	reserveSrc string
+	//go:embed scripts/associate.lua
+	associateSrc string
+	//go:embed scripts/settle.lua
+	settleSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
+
+	claimScript     = redis.NewScript(claimSrc)
+	extendScript    = redis.NewScript(extendSrc)
+	reserveScript   = redis.NewScript(reserveSrc)
+	associateScript = redis.NewScript(associateSrc)
+	settleScript    = redis.NewScript(settleSrc)
+	releaseScript   = redis.NewScript(releaseSrc)
+)
+
+// Defaults of [Options].
+const (
+	DefaultTTL       = 10 * time.Second
+	DefaultRecordTTL = 7 * 24 * time.Hour
+	DefaultSkew      = 2 * time.Second
+)
+
+// ErrLost means the caller's lease ended: another generation holds the job, or the record moved
+// on. Its holder must stop writing anything of the job.
+var ErrLost = errors.New("lease lost")
+
+// Options configure a [Store]. Zero fields take the defaults named.
+type Options struct {
+	Prefix    string        // key prefix; default "runfleet"
+	TTL       time.Duration // lease lifetime without a heartbeat; default DefaultTTL
+	Drift     time.Duration // safety margin of the local trust window; default TTL/5
+	RecordTTL time.Duration // how long a job's record is kept; default DefaultRecordTTL
+	Skew      time.Duration // allowed clock difference between NATS and Redis; default DefaultSkew
+	Now       func() time.Time
+}
+
+// Store runs the lease scripts against one Redis.
+type Store struct {
+	rdb redis.UniversalClient
+	o   Options
+}
+
+// NewStore returns a store on rdb.
+func NewStore(rdb redis.UniversalClient, o Options) *Store {
+	o.Prefix = cmp.Or(o.Prefix, "runfleet")
+	o.TTL = cmp.Or(o.TTL, DefaultTTL)
+	o.Drift = cmp.Or(o.Drift, o.TTL/5)
+	o.RecordTTL = cmp.Or(o.RecordTTL, DefaultRecordTTL)
+	o.Skew = cmp.Or(o.Skew, DefaultSkew)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Store{rdb: rdb, o: o}
+}
+
+// TTL is the lease lifetime.
+func (s *Store) TTL() time.Duration { return s.o.TTL }
+
+func (s *Store) recordKey(id string) string { return s.o.Prefix + ":job:" + id }
+func (s *Store) leaseKey(id string) string  { return s.o.Prefix + ":lease:" + id }
+func (s *Store) epochKey() string           { return s.o.Prefix + ":epoch" }
+
+// Init marks the start of this Redis's epoch if it has none, so that jobs stored from now on and
+// redelivered without a record are known never to have been claimed.
+func (s *Store) Init(ctx context.Context) error {
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("redis time: %w", err)
+	}
+	if err := s.rdb.SetNX(ctx, s.epochKey(), t.UnixMilli(), 0).Err(); err != nil {
+		return fmt.Errorf("redis epoch: %w", err)
+	}
+	return nil
+}
+
+// Mode is what a claim allows.
+type Mode string
+
+// Modes of a claim; see the package documentation.
+const (
+	ModeRun        Mode = "run"
+	ModeUnknown    Mode = "unknown"
+	ModeRecordLost Mode = "record_lost"
+	ModeSettled    Mode = "settled"
+	ModeHeld       Mode = "held"
+)
+
+// Delivery is what the claimer knows of the message.
+type Delivery struct {
+	Count    uint64    // JetStream delivery count, 1 for the first
+	QueuedAt time.Time // when JetStream stored the job
+}
+
+// Claim is the outcome of [Store.Claim]. Lease is nil for ModeSettled and ModeHeld.
+type Claim struct {
+	Mode     Mode
+	Failures int    // pre-dispatch failures counted so far
+	Status   string // for ModeSettled: the stored status
+	Lease    *Lease
+}
+
+// Claim takes job id's lease for owner, unless the job settled or another worker holds it.
+func (s *Store) Claim(ctx context.Context, id, owner string, d Delivery) (Claim, error) {
+	sent := s.o.Now()
+	res, err := claimScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id), s.epochKey()},
+		owner, s.o.TTL.Milliseconds(), d.Count, d.QueuedAt.UnixMilli(), s.o.RecordTTL.Milliseconds(), s.o.Skew.Milliseconds()).Slice()
+	if err != nil {
+		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
+	}
+	if len(res) != 4 {
+		return Claim{}, fmt.Errorf("claim %s: unexpected reply %v", id, res)
+	}
+	mode, _ := res[0].(string)
+	gen, _ := res[1].(int64)
+	failures, _ := res[2].(int64)
+	detail, _ := res[3].(string)
+	c := Claim{Mode: Mode(mode), Failures: int(failures)}
+	switch c.Mode {
+	case ModeSettled:
+		c.Status = detail
+	case ModeHeld:
+	default:
+		c.Lease = &Lease{s: s, id: id, owner: owner, gen: gen, validUntil: sent.Add(s.o.TTL - s.o.Drift)}
+	}
+	return c, nil
+}
+
+// Record is a job's record as stored, for inspection.
+type Record map[string]string
+
+// Lookup returns job id's record, empty when there is none.
+func (s *Store) Lookup(ctx context.Context, id string) (Record, error) {
+	m, err := s.rdb.HGetAll(ctx, s.recordKey(id)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("lookup %s: %w", id, err)
+	}
+	return Record(m), nil
+}
+
+// Lease is one generation's hold on a job.
+type Lease struct {
+	s          *Store
+	id         string
+	owner      string
+	gen        int64
+	validUntil time.Time // local trust window; see the package documentation
+}
+
+// JobID is the leased job.
+func (l *Lease) JobID() string { return l.id }
+
+// Generation is the fencing token.
+func (l *Lease) Generation() int64 { return l.gen }
+
+// Valid reports whether the local trust window is still open.
+func (l *Lease) Valid() bool { return l.s.o.Now().Before(l.validUntil) }
+
+// Remaining is how long the trust window stays open without an extend.
+func (l *Lease) Remaining() time.Duration { return l.validUntil.Sub(l.s.o.Now()) }
+
+func (l *Lease) keys() []string { return []string{l.s.recordKey(l.id), l.s.leaseKey(l.id)} }
+
+func (l *Lease) check() error {
+	if !l.Valid() {
+		return fmt.Errorf("job %s generation %d: %w (trust window closed)", l.id, l.gen, ErrLost)
+	}
+	return nil
+}
+
+func (l *Lease) fenced(op string, err error) error {
+	if err != nil && strings.HasPrefix(err.Error(), "FENCED") {
+		return fmt.Errorf("%s %s generation %d: %w: %s", op, l.id, l.gen, ErrLost, strings.TrimPrefix(err.Error(), "FENCED "))
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", op, l.id, err)
+	}
+	return nil
+}
+
+// Extend renews the lease and its trust window.
+func (l *Lease) Extend(ctx context.Context) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	sent := l.s.o.Now()
+	n, err := extendScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, l.s.o.TTL.Milliseconds(), l.s.o.RecordTTL.Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("extend %s: %w", l.id, err)
+	}
+	if n != 1 {
+		l.validUntil = time.Time{}
+		return fmt.Errorf("extend %s generation %d: %w", l.id, l.gen, ErrLost)
+	}
+	l.validUntil = sent.Add(l.s.o.TTL - l.s.o.Drift)
+	return nil
+}
+
+// Reserve records, before any of the job's data enters a sandbox, that it is about to. When it
+// returns an error other than ErrLost the reservation may or may not be stored: the job must be
+// treated as dispatched by everyone after, and not be dispatched by the caller.
+func (l *Lease) Reserve(ctx context.Context, payloadSHA256, profileDigest, provider string) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	return l.fenced("reserve", reserveScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, payloadSHA256, profileDigest, provider).Err())
+}
+
+// Associate records the sandbox the reserved payload is about to enter.
+func (l *Lease) Associate(ctx context.Context, sandboxID string) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	return l.fenced("associate", associateScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, sandboxID).Err())
+}
+
+// Settled records that the job's settlement is stored, and ends the lease.
+func (l *Lease) Settled(ctx context.Context, status string) error {
+	err := settleScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, status, l.s.o.RecordTTL.Milliseconds()).Err()
+	l.validUntil = time.Time{}
+	return l.fenced("settle", err)
+}
+
+// Release gives the lease up before any dispatch; failed counts a pre-dispatch failure. It
+// returns the failures counted so far.
+func (l *Lease) Release(ctx context.Context, failed bool) (int, error) {
+	f := 0
+	if failed {
+		f = 1
+	}
+	n, err := releaseScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, f).Int()
+	l.validUntil = time.Time{}
+	return n, l.fenced("release", err)
+}
+
+// Settled records job id's settlement without holding its lease: for a worker that found the
+// settlement already stored by another.
+func (s *Store) Settled(ctx context.Context, id, status string) error {
+	return settleScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id)}, 0, "", status, s.o.RecordTTL.Milliseconds()).Err()
+}

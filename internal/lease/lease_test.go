@@ -1,0 +1,189 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/runfleet/runfleet/internal/lease"
+	"github.com/runfleet/runfleet/internal/testenv"
+)
+
+func newStore(t *testing.T) (*lease.Store, *redis.Client) {
+	srv := testenv.StartRedis(t)
+	rdb := srv.Client()
+	s := lease.NewStore(rdb, lease.Options{TTL: 5 * time.Second})
+	if err := s.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s, rdb
+}
+
+// expire ends a lease the way its TTL would, without waiting for it.
+func expire(t *testing.T, rdb *redis.Client, id string) {
+	t.Helper()
+	if err := rdb.Del(t.Context(), "runfleet:lease:"+id).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func claim(t *testing.T, s *lease.Store, id, owner string, d lease.Delivery) lease.Claim {
+	t.Helper()
+	if d.Count == 0 {
+		d = lease.Delivery{Count: 1, QueuedAt: time.Now()}
+	}
+	c, err := s.Claim(t.Context(), id, owner, d)
+	if err != nil {
+		t.Fatalf("Claim(%s) error = %v", id, err)
+	}
+	return c
+}
+
+func TestClaimModes(t *testing.T) {
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	earlier := lease.Delivery{Count: 2, QueuedAt: time.Now().Add(-time.Hour)}
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, id string) // what happened to the job before this claim
+		d     lease.Delivery
+		want  lease.Mode
+	}{
+		{name: "first delivery runs", setup: func(*testing.T, string) {}, want: lease.ModeRun},
+		{name: "redelivery stored after epoch runs", setup: func(*testing.T, string) {},
+			d: lease.Delivery{Count: 3, QueuedAt: time.Now().Add(time.Minute)}, want: lease.ModeRun},
+		{name: "redelivery stored before epoch is record_lost", setup: func(*testing.T, string) {}, d: earlier, want: lease.ModeRecordLost},
+		{name: "claimed but not reserved runs again", setup: func(t *testing.T, id string) {
+			claim(t, s, id, "w1", lease.Delivery{})
+			expire(t, rdb, id)
+		}, want: lease.ModeRun},
+		{name: "reserved is unknown", setup: func(t *testing.T, id string) {
+			l := claim(t, s, id, "w1", lease.Delivery{}).Lease
+			if err := l.Reserve(ctx, "p", "d", "namespace"); err != nil {
+				t.Fatal(err)
+			}
+			expire(t, rdb, id)
+		}, want: lease.ModeUnknown},
+		{name: "dispatched is unknown", setup: func(t *testing.T, id string) {
+			l := claim(t, s, id, "w1", lease.Delivery{}).Lease
+			if err := l.Reserve(ctx, "p", "d", "namespace"); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Associate(ctx, "sb-1"); err != nil {
+				t.Fatal(err)
+			}
+			expire(t, rdb, id)
+		}, want: lease.ModeUnknown},
+		{name: "record_lost stays so", setup: func(t *testing.T, id string) {
+			claim(t, s, id, "w1", earlier)
+			expire(t, rdb, id)
+		}, want: lease.ModeRecordLost},
+		{name: "held by a live lease", setup: func(t *testing.T, id string) { claim(t, s, id, "w1", lease.Delivery{}) }, want: lease.ModeHeld},
+		{name: "settled is acked", setup: func(t *testing.T, id string) {
+			l := claim(t, s, id, "w1", lease.Delivery{}).Lease
+			if err := l.Settled(ctx, "succeeded"); err != nil {
+				t.Fatal(err)
+			}
+		}, want: lease.ModeSettled},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := "job-" + string(rune('a'+i))
+			c.setup(t, id)
+			got := claim(t, s, id, "w2", c.d)
+			if got.Mode != c.want {
+				t.Errorf("Claim().Mode = %s, want %s", got.Mode, c.want)
+			}
+		})
+	}
+}
+
+func TestGenerationFences(t *testing.T) {
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	old := claim(t, s, "j", "w1", lease.Delivery{}).Lease
+	expire(t, rdb, "j")
+	cur := claim(t, s, "j", "w2", lease.Delivery{}).Lease
+	if cur.Generation() <= old.Generation() {
+		t.Fatalf("Generation() = %d, want > %d", cur.Generation(), old.Generation())
+	}
+	for name, err := range map[string]error{
+		"extend":    old.Extend(ctx),
+		"reserve":   old.Reserve(ctx, "p", "d", "namespace"),
+		"associate": old.Associate(ctx, "sb"),
+	} {
+		if !errors.Is(err, lease.ErrLost) {
+			t.Errorf("old %s error = %v, want ErrLost", name, err)
+		}
+	}
+	if _, err := old.Release(ctx, true); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("old Release error = %v, want ErrLost", err)
+	}
+	if err := cur.Reserve(ctx, "p", "d", "namespace"); err != nil {
+		t.Errorf("current Reserve error = %v", err)
+	}
+	if err := cur.Reserve(ctx, "p", "d", "namespace"); err != nil {
+		t.Errorf("repeated Reserve error = %v, want it idempotent", err)
+	}
+	if err := cur.Associate(ctx, "sb"); err != nil {
+		t.Errorf("Associate error = %v", err)
+	}
+	if err := cur.Reserve(ctx, "p", "d", "namespace"); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Reserve after Associate error = %v, want ErrLost", err)
+	}
+}
+
+func TestReleaseCountsFailures(t *testing.T) {
+	s, _ := newStore(t)
+	for want := 1; want <= 3; want++ {
+		c := claim(t, s, "flaky", "w1", lease.Delivery{})
+		if c.Mode != lease.ModeRun || c.Failures != want-1 {
+			t.Fatalf("Claim() = %s with %d failures, want run with %d", c.Mode, c.Failures, want-1)
+		}
+		got, err := c.Lease.Release(t.Context(), true)
+		if err != nil || got != want {
+			t.Fatalf("Release() = %d, %v; want %d", got, err, want)
+		}
+	}
+}
+
+func TestTrustWindowClosesBeforeRedisTTL(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	s := lease.NewStore(srv.Client(), lease.Options{TTL: 10 * time.Second, Now: clock})
+	l := claim(t, s, "j", "w1", lease.Delivery{}).Lease
+	now = now.Add(8*time.Second + time.Millisecond)
+	if l.Valid() {
+		t.Errorf("Valid() = true at 8s of a 10s lease with 2s drift, want false")
+	}
+	if err := l.Reserve(context.Background(), "p", "d", "x"); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("Reserve() outside the window error = %v, want ErrLost", err)
+	}
+}
+
+func TestRecordLostAfterRedisRestart(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	s := lease.NewStore(srv.Client(), lease.Options{})
+	ctx := t.Context()
+	if err := s.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	queued := time.Now()
+	l := claim(t, s, "j", "w1", lease.Delivery{Count: 1, QueuedAt: queued}).Lease
+	if err := l.Reserve(ctx, "p", "d", "x"); err != nil {
+		t.Fatal(err)
+	}
+	srv.Restart()
+	time.Sleep(10 * time.Millisecond)
+	s2 := lease.NewStore(srv.Client(), lease.Options{Skew: time.Millisecond})
+	if err := s2.Init(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(t, s2, "j", "w2", lease.Delivery{Count: 2, QueuedAt: queued}).Mode; got != lease.ModeRecordLost {
+		t.Errorf("Claim() after an empty restart = %s, want %s", got, lease.ModeRecordLost)
+	}
+}

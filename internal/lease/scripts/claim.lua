@@ -1,0 +1,36 @@
+-- claim: take job's lease with a new fencing generation, and say what the delivery may do.
+-- KEYS: record, lease, epoch. ARGV: owner, ttl_ms, deliveries, queued_ms, record_ttl_ms, skew_ms.
+-- Returns {mode, gen, failures, detail}; mode is run, unknown, record_lost, settled or held.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local epoch = tonumber(redis.call('GET', KEYS[3]))
+if not epoch then
+  redis.call('SET', KEYS[3], now)
+  epoch = now
+end
+local rec = redis.call('HMGET', KEYS[1], 'state', 'gen', 'failures', 'status')
+local state, gen, failures = rec[1], tonumber(rec[2]) or 0, tonumber(rec[3]) or 0
+if state == 'settled' then
+  return {'settled', gen, failures, rec[4] or ''}
+end
+local holder = redis.call('GET', KEYS[2])
+if holder then
+  return {'held', gen, failures, holder}
+end
+local mode, next_state = 'run', 'claimed'
+if not state then
+  -- No record. A first delivery never ran. A redelivery of a job stored before this Redis's
+  -- epoch began may have run under a record that Redis has since lost.
+  if tonumber(ARGV[3]) > 1 and tonumber(ARGV[4]) < epoch + tonumber(ARGV[6]) then
+    mode, next_state = 'record_lost', 'lost'
+  end
+elseif state == 'reserved' or state == 'dispatched' then
+  mode, next_state = 'unknown', state
+elseif state == 'lost' then
+  mode, next_state = 'record_lost', state
+end
+gen = gen + 1
+redis.call('HSET', KEYS[1], 'state', next_state, 'gen', gen, 'owner', ARGV[1], 'claimed_ms', now)
+redis.call('SET', KEYS[2], gen .. ':' .. ARGV[1], 'PX', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return {mode, gen, failures, ''}
