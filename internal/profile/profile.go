@@ -49,14 +49,16 @@ func Builtin(root, image string) Set {
 		"python3": {Name: "python3", Interpreter: []string{"/usr/bin/python3", "-I", "-c", pythonBootstrap}, Root: root, Image: image},
 		"nodejs":  {Name: "nodejs", Interpreter: []string{"/usr/bin/node", "-e", nodeBootstrap}, Root: root, Image: image},
 	}
-	for n, p := range s {
-		s[n] = WithDigest(p)
+	if image == "" {
+		for n, p := range s {
+			s[n] = WithDigest(p)
+		}
 	}
 	return s
 }
 
-// WithDigest fills p.Digest when it is empty. Docker profiles carry their image id as digest;
-// otherwise the digest covers the interpreter command and, for the host, the interpreter binary,
+// WithDigest fills p.Digest of a root-file-system profile when it is empty (a Docker profile's
+// digest is its image id, pinned by the provider). The digest covers the interpreter command and, for the host, the interpreter binary,
 // so that a changed interpreter shows as a changed digest.
 func WithDigest(p sandbox.Profile) sandbox.Profile {
 	if p.Digest != "" {
@@ -114,7 +116,10 @@ func Load(path string, base Set) (Set, error) {
 		if len(p.Interpreter) == 0 {
 			return nil, fmt.Errorf("profiles %s: %s: no interpreter", path, p.Name)
 		}
-		out[p.Name] = WithDigest(p)
+		if p.Image == "" {
+			p = WithDigest(p)
+		}
+		out[p.Name] = p
 	}
 	return out, nil
 }

@@ -108,4 +108,3 @@ func FreePort(t testing.TB) int {
 	}
 	return p
 }
-

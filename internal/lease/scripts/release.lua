@@ -1,7 +1,16 @@
--- release: give the lease up before dispatch, counting a failure when there was one.
+-- release: give the lease up before any of the job's data was sent, counting a failure when there
+-- was one. A reservation is withdrawn (its holder knows nothing entered a sandbox); a job whose
+-- sandbox was associated cannot be released, since its payload may be on the way.
 -- KEYS: record, lease. ARGV: gen, owner, failed (0 or 1). Returns the failure count.
 if redis.call('GET', KEYS[2]) ~= ARGV[1] .. ':' .. ARGV[2] then
   return redis.error_reply('FENCED lease lost')
+end
+local state = redis.call('HGET', KEYS[1], 'state')
+if state == 'dispatched' then
+  return redis.error_reply('FENCED state dispatched')
+end
+if state == 'reserved' then
+  redis.call('HSET', KEYS[1], 'state', 'claimed')
 end
 redis.call('DEL', KEYS[2])
 if ARGV[3] == '1' then

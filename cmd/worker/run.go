@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/cli"
+	"github.com/runfleet/runfleet/internal/devstack"
+	"github.com/runfleet/runfleet/internal/lease"
+	"github.com/runfleet/runfleet/internal/metrics"
+	"github.com/runfleet/runfleet/internal/profile"
+	"github.com/runfleet/runfleet/internal/providers/docker"
+	"github.com/runfleet/runfleet/internal/providers/namespace"
+	"github.com/runfleet/runfleet/internal/runner"
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/job"
+)
+
+// version is set by the build.
+var version = "dev"
+
+type config struct {
+	natsURL, redisURL, prefix, queues, provider, profiles, listen, id string
+	concurrency                                                       int
+	leaseTTL, grace                                                   time.Duration
+	dev                                                               bool
+	rootfs, image, dispatchLog, crashAt                               string
+	cpus                                                              float64
+	maxTimeout                                                        time.Duration
+	maxFailures                                                       int
+}
+
+func flags(stderr io.Writer) (*flag.FlagSet, *config) {
+	c := &config{}
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	host, _ := os.Hostname()
+	fs.StringVar(&c.natsURL, "nats-url", nats.DefaultURL, "NATS server(s), comma separated")
+	fs.StringVar(&c.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis for leases and dispatch records")
+	fs.StringVar(&c.prefix, "prefix", job.DefaultPrefix, "subject, stream and key prefix")
+	fs.StringVar(&c.queues, "queues", job.DefaultQueue, "queues to serve, comma separated")
+	fs.IntVar(&c.concurrency, "concurrency", runtime.NumCPU(), "sandboxes running at once")
+	fs.StringVar(&c.provider, "provider", "namespace", "sandbox provider: docker or namespace")
+	fs.StringVar(&c.profiles, "profiles", "", "JSON file of extra language profiles (built in: python3, nodejs)")
+	fs.DurationVar(&c.leaseTTL, "lease-ttl", lease.DefaultTTL, "how long a claim lives without a heartbeat")
+	fs.DurationVar(&c.grace, "grace", 30*time.Second, "on SIGTERM, how long running jobs may finish")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:9464", "HTTP address of /metrics, /healthz, /readyz")
+	fs.StringVar(&c.id, "id", host+"-"+uuid.NewString()[:8], "worker identity, shown in settlements")
+	fs.BoolVar(&c.dev, "dev", false, "start an embedded NATS JetStream and a child redis-server (not durable)")
+	fs.StringVar(&c.rootfs, "rootfs", "", "namespace provider: root file system of the built-in profiles (default: the host's /usr)")
+	fs.StringVar(&c.image, "image", "runfleet-sandbox:latest", "docker provider: image of the built-in profiles")
+	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of each sandbox, in cores")
+	fs.DurationVar(&c.maxTimeout, "max-timeout", 5*time.Minute, "largest timeout_ms a job may ask for")
+	fs.IntVar(&c.maxFailures, "max-failures", 5, "pre-dispatch failures before a job settles error")
+	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
+	fs.StringVar(&c.crashAt, "crash-at", "", "testing only: SIGKILL itself at phase claimed|reserved|associated|running|settled")
+	return fs, c
+}
+
+func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs, c := flags(stderr)
+	if err := cli.Parse(fs, args, getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("worker", c.id)
+	ctx, stopAll := context.WithCancel(context.Background())
+	defer stopAll()
+
+	if c.dev {
+		stack, err := devstack.Start(ctx, strings.Split(c.natsURL, ",")[0])
+		if err != nil {
+			return err
+		}
+		defer stack.Stop()
+		c.natsURL, c.redisURL = stack.NATSURL, stack.RedisURL
+		log.Warn("dev mode: embedded NATS JetStream and a child redis-server; NOT DURABLE, jobs and results are lost on exit",
+			"nats_url", c.natsURL, "redis_url", c.redisURL)
+		fmt.Fprintf(stderr, "runfleet dev stack: NATS %s, Redis %s (not durable)\n", c.natsURL, c.redisURL)
+	}
+	subjects, err := job.NewSubjects(c.prefix)
+	if err != nil {
+		return err
+	}
+	queues := strings.Split(c.queues, ",")
+	for _, q := range queues {
+		if !job.ValidQueue(q) {
+			return fmt.Errorf("--queues: %q is not a valid queue name", q)
+		}
+	}
+	nc, err := nats.Connect(c.natsURL, nats.Name("runfleet-worker "+c.id), nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats disconnected", "err", err) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrl()) }))
+	if err != nil {
+		return fmt.Errorf("nats %s unreachable: %w", c.natsURL, err)
+	}
+	defer nc.Drain()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelStart()
+	if err := runfleet.EnsureStreams(startCtx, js, subjects, runfleet.StreamOptions{}); err != nil {
+		return err
+	}
+	ropts, err := redis.ParseURL(c.redisURL)
+	if err != nil {
+		return fmt.Errorf("--redis-url: %w", err)
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	if err := rdb.Ping(startCtx).Err(); err != nil {
+		return fmt.Errorf("redis %s unreachable: %w", c.redisURL, err)
+	}
+	leases := lease.NewStore(rdb, lease.Options{Prefix: c.prefix, TTL: c.leaseTTL})
+	if err := leases.Init(startCtx); err != nil {
+		return err
+	}
+
+	dlog := sandbox.DispatchLog{Path: c.dispatchLog}
+	var provider sandbox.Provider
+	var profiles profile.Set
+	switch c.provider {
+	case "namespace":
+		p, err := namespace.New(namespace.Options{CgroupName: c.prefix, DispatchLog: dlog})
+		if err != nil {
+			return fmt.Errorf("--provider namespace: %w", err)
+		}
+		provider, profiles = p, profile.Builtin(c.rootfs, "")
+	case "docker":
+		p, err := docker.New(startCtx, docker.Options{Fleet: c.prefix, DispatchLog: dlog, Logger: log})
+		if err != nil {
+			return fmt.Errorf("--provider docker: %w", err)
+		}
+		defer p.Close()
+		provider, profiles = p, profile.Builtin("", c.image)
+		if profiles, err = p.Resolve(startCtx, profiles); err != nil {
+			return fmt.Errorf("--provider docker: %w", err)
+		}
+	default:
+		return fmt.Errorf("--provider %q: want docker or namespace", c.provider)
+	}
+	if c.profiles != "" {
+		if profiles, err = profile.Load(c.profiles, profiles); err != nil {
+			return err
+		}
+	}
+	if err := runner.SelfCheck(startCtx, provider, profiles); err != nil {
+		return err
+	}
+
+	policy := job.DefaultPolicy()
+	policy.Max.Timeout = c.maxTimeout
+	m := metrics.New(c.concurrency)
+	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
+		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
+		MaxFailures: c.maxFailures, Sandbox: runner.SandboxOptions{CPUs: c.cpus},
+		Logger: log, Observer: m, CrashAt: c.crashAt,
+	})
+
+	claimCtx, stopClaiming := context.WithCancel(ctx)
+	defer stopClaiming()
+	runCtx, killRunning := context.WithCancelCause(ctx)
+	defer killRunning(nil)
+	var draining sync.Mutex
+	isDraining := false
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", c.listen, err)
+	}
+	srv := &http.Server{Handler: m.Handler(map[string]metrics.Check{
+		"nats": func(context.Context) error {
+			if !nc.IsConnected() {
+				return errors.New("disconnected")
+			}
+			return nil
+		},
+		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		"draining": func(context.Context) error {
+			draining.Lock()
+			defer draining.Unlock()
+			if isDraining {
+				return errors.New("shutting down")
+			}
+			return nil
+		},
+	}), ReadHeaderTimeout: 5 * time.Second}
+	var bg sync.WaitGroup
+	bg.Go(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http", "err", err)
+		}
+	})
+	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, profiles, r) })
+	bg.Go(func() {
+		select {
+		case sig := <-sigs:
+			log.Info("signal: stop claiming, let running jobs finish", "signal", sig.String(), "grace", c.grace.String(), "running", r.Running())
+			draining.Lock()
+			isDraining = true
+			draining.Unlock()
+			stopClaiming()
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case sig := <-sigs:
+			log.Warn("second signal: killing running jobs", "signal", sig.String())
+		case <-time.After(c.grace):
+			log.Warn("grace period over: killing running jobs", "running", r.Running())
+		case <-ctx.Done():
+		}
+		killRunning(runner.ShutdownCause())
+	})
+	log.Info("worker started", "version", version, "provider", provider.Name(), "queues", queues,
+		"concurrency", c.concurrency, "profiles", profiles.Names(), "listen", ln.Addr().String())
+	serveErr := r.Serve(claimCtx, runCtx)
+	stopClaiming()
+	stopAll()
+	shutCtx, cancelShut := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelShut()
+	_ = srv.Shutdown(shutCtx)
+	bg.Wait()
+	if serveErr != nil {
+		return serveErr
+	}
+	log.Info("worker stopped")
+	return nil
+}

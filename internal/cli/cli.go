@@ -1,0 +1,42 @@
+// Package cli holds what the two programs share at their edge: flags that also read RUNFLEET_*
+// environment variables, and one-line errors.
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+)
+
+// EnvName is the variable a flag reads: RUNFLEET_ and the name in upper case, '-' as '_'.
+func EnvName(flagName string) string {
+	return "RUNFLEET_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// Parse parses args into fs, then sets every flag not given on the command line from its
+// environment variable, so that a flag on the command line wins.
+func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		if v := getenv(EnvName(f.Name)); v != "" {
+			if serr := f.Value.Set(v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, serr)
+			}
+		}
+	})
+	return err
+}
+
+// List is a repeatable flag.
+type List []string
+
+func (l *List) String() string     { return strings.Join(*l, ",") }
+func (l *List) Set(v string) error { *l = append(*l, v); return nil }

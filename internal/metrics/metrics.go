@@ -1,0 +1,116 @@
+// Package metrics exposes a worker's Prometheus metrics and its health endpoints.
+package metrics
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/runfleet/runfleet/job"
+)
+
+// Metrics are a worker's collectors. It implements runner.Observer.
+type Metrics struct {
+	Registry    *prometheus.Registry
+	claimed     *prometheus.CounterVec
+	redelivered *prometheus.CounterVec
+	dispatched  *prometheus.CounterVec
+	settled     *prometheus.CounterVec
+	leasesLost  *prometheus.CounterVec
+	running     prometheus.Gauge
+	slots       prometheus.Gauge
+	queueWait   *prometheus.HistogramVec
+	start       *prometheus.HistogramVec
+	runTime     *prometheus.HistogramVec
+	total       *prometheus.HistogramVec
+}
+
+// New registers the collectors; slots is the worker's concurrency.
+func New(slots int) *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buckets := prometheus.ExponentialBuckets(0.005, 2, 14)
+	m := &Metrics{
+		Registry:    reg,
+		claimed:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_jobs_claimed_total", Help: "Deliveries whose lease this worker took."}, []string{"queue"}),
+		redelivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_redeliveries_total", Help: "Deliveries seen that JetStream had delivered before."}, []string{"queue"}),
+		dispatched:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_dispatches_total", Help: "Payloads sent into a sandbox."}, []string{"queue"}),
+		settled:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_jobs_settled_total", Help: "Settlements stored by this worker."}, []string{"queue", "status", "reason"}),
+		leasesLost:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_leases_lost_total", Help: "Jobs stopped because their lease ended."}, []string{"queue"}),
+		running:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_jobs_running", Help: "Sandboxes running a job now."}),
+		slots:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_slots_free", Help: "Sandbox slots free."}),
+		queueWait:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_queue_wait_seconds", Help: "From publish to dispatch.", Buckets: buckets}, []string{"queue"}),
+		start:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_sandbox_start_seconds", Help: "Sandbox creation to ready.", Buckets: buckets}, []string{"queue"}),
+		runTime:     prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_run_seconds", Help: "Program run time.", Buckets: buckets}, []string{"queue"}),
+		total:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_publish_to_settlement_seconds", Help: "From publish to settlement.", Buckets: buckets}, []string{"queue"}),
+	}
+	reg.MustRegister(m.claimed, m.redelivered, m.dispatched, m.settled, m.leasesLost, m.running, m.slots,
+		m.queueWait, m.start, m.runTime, m.total)
+	m.slots.Set(float64(slots))
+	return m
+}
+
+// Claimed counts a claim.
+func (m *Metrics) Claimed(queue string, redelivered bool) {
+	m.claimed.WithLabelValues(queue).Inc()
+	if redelivered {
+		m.redelivered.WithLabelValues(queue).Inc()
+	}
+}
+
+// Dispatched counts a dispatch with its queue wait and sandbox start time.
+func (m *Metrics) Dispatched(queue string, wait, start time.Duration) {
+	m.dispatched.WithLabelValues(queue).Inc()
+	m.queueWait.WithLabelValues(queue).Observe(wait.Seconds())
+	m.start.WithLabelValues(queue).Observe(start.Seconds())
+}
+
+// Settled counts a settlement.
+func (m *Metrics) Settled(queue string, status job.Status, reason job.Reason, run, total time.Duration) {
+	m.settled.WithLabelValues(queue, string(status), string(reason)).Inc()
+	if status.Ran() {
+		m.runTime.WithLabelValues(queue).Observe(run.Seconds())
+	}
+	if total > 0 {
+		m.total.WithLabelValues(queue).Observe(total.Seconds())
+	}
+}
+
+// LeaseLost counts a job stopped for its lease.
+func (m *Metrics) LeaseLost(queue string) { m.leasesLost.WithLabelValues(queue).Inc() }
+
+// Running moves the running gauge and the free slots with it.
+func (m *Metrics) Running(delta int) {
+	m.running.Add(float64(delta))
+	m.slots.Sub(float64(delta))
+}
+
+// Check is one readiness condition; nil means ready.
+type Check func(ctx context.Context) error
+
+// Handler serves /metrics, /healthz (the process lives) and /readyz (every check passes).
+func (m *Metrics) Handler(ready map[string]Check) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		status, body := http.StatusOK, ""
+		for name, check := range ready {
+			if err := check(ctx); err != nil {
+				status = http.StatusServiceUnavailable
+				body += name + ": " + err.Error() + "\n"
+			} else {
+				body += name + ": ok\n"
+			}
+		}
+		w.WriteHeader(status)
+		_, _ = w.Write([]byte(body))
+	})
+	return mux
+}

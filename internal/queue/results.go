@@ -1,0 +1,164 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet/job"
+)
+
+// ErrConflict means another writer stored something of the job first; the writer that meets it
+// must stop writing.
+var ErrConflict = errors.New("result conflict")
+
+// Results stores pages, settlements and rejection records.
+type Results struct {
+	js       jetstream.JetStream
+	subjects job.Subjects
+}
+
+// NewResults returns the result log of the fleet named by subjects.
+func NewResults(js jetstream.JetStream, subjects job.Subjects) *Results {
+	return &Results{js: js, subjects: subjects}
+}
+
+func conflict(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// Chain is the fenced sequence of one attempt's writes to a job's results.
+type Chain struct {
+	r           *Results
+	id          string
+	attempt     int64
+	traceparent string
+	last        uint64 // stream sequence of this chain's last write, 0 before the first
+	broken      bool
+}
+
+// Chain starts the writes of attempt to job id's results. The chain expects nothing stored yet.
+func (r *Results) Chain(id string, attempt int64, traceparent string) *Chain {
+	return &Chain{r: r, id: id, attempt: attempt, traceparent: traceparent}
+}
+
+func (c *Chain) msg(subject string, data []byte) *nats.Msg {
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(job.HeaderJobID, c.id)
+	m.Header.Set(job.HeaderAttempt, strconv.FormatInt(c.attempt, 10))
+	if c.traceparent != "" {
+		m.Header.Set(job.HeaderTraceparent, c.traceparent)
+	}
+	return m
+}
+
+func (c *Chain) publish(ctx context.Context, m *nats.Msg) error {
+	if c.broken {
+		return fmt.Errorf("job %s attempt %d: %w", c.id, c.attempt, ErrConflict)
+	}
+	ack, err := c.r.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequenceForSubject(c.last, c.r.subjects.Results(c.id)))
+	if conflict(err) {
+		c.broken = true
+		return fmt.Errorf("job %s attempt %d: %w", c.id, c.attempt, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", m.Subject, err)
+	}
+	c.last = ack.Sequence
+	return nil
+}
+
+// Page stores one output page.
+func (c *Chain) Page(ctx context.Context, stream string, index, offset int64, data []byte) error {
+	m := c.msg(c.r.subjects.Page(c.id), data)
+	m.Header.Set(job.HeaderStream, stream)
+	m.Header.Set(job.HeaderPage, strconv.FormatInt(index, 10))
+	m.Header.Set(job.HeaderOffset, strconv.FormatInt(offset, 10))
+	return c.publish(ctx, m)
+}
+
+// Settle stores the settlement as the chain's last write.
+func (c *Chain) Settle(ctx context.Context, st job.Settlement) error {
+	body, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode settlement: %w", err)
+	}
+	return c.publish(ctx, c.msg(c.r.subjects.Settled(c.id), body))
+}
+
+// SettleOnce stores a settlement for a job this attempt did not dispatch (rejected, expired,
+// cancelled before start, error, unknown): it succeeds only if no settlement is stored yet.
+func (r *Results) SettleOnce(ctx context.Context, st job.Settlement, traceparent string) error {
+	c := r.Chain(st.JobID, st.Attempt, traceparent)
+	body, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("encode settlement: %w", err)
+	}
+	_, err = r.js.PublishMsg(ctx, c.msg(r.subjects.Settled(st.JobID), body), jetstream.WithExpectLastSequencePerSubject(0))
+	if conflict(err) {
+		return fmt.Errorf("job %s: settled already: %w", st.JobID, ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("publish settlement of %s: %w", st.JobID, err)
+	}
+	return nil
+}
+
+// ErrNotSettled is returned by [Results.Settlement] for a job with no stored settlement.
+var ErrNotSettled = errors.New("not settled")
+
+// Settlement returns job id's stored settlement.
+func (r *Results) Settlement(ctx context.Context, id string) (job.Settlement, error) {
+	var st job.Settlement
+	s, err := r.js.Stream(ctx, r.subjects.ResultsStream())
+	if err != nil {
+		return st, fmt.Errorf("results stream: %w", err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, r.subjects.Settled(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return st, fmt.Errorf("job %s: %w", id, ErrNotSettled)
+	}
+	if err != nil {
+		return st, fmt.Errorf("settlement of %s: %w", id, err)
+	}
+	if err := json.Unmarshal(m.Data, &st); err != nil {
+		return st, fmt.Errorf("decode settlement of %s: %w", id, err)
+	}
+	return st, nil
+}
+
+// Reject stores a record for a job message whose id could not be read.
+func (r *Results) Reject(ctx context.Context, rec job.Rejection) error {
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if _, err := r.js.Publish(ctx, r.subjects.Rejected(), body); err != nil {
+		return fmt.Errorf("publish rejection of seq %d: %w", rec.StreamSeq, err)
+	}
+	return nil
+}
+
+// Cancelled reports whether a cancel request for job id is stored.
+func (r *Results) Cancelled(ctx context.Context, id string) (bool, error) {
+	s, err := r.js.Stream(ctx, r.subjects.ControlStream())
+	if err != nil {
+		return false, fmt.Errorf("control stream: %w", err)
+	}
+	_, err = s.GetLastMsgForSubject(ctx, r.subjects.Cancel(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cancel of %s: %w", id, err)
+	}
+	return true, nil
+}
