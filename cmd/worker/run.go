@@ -109,7 +109,11 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 	nc, err := nats.Connect(c.natsURL, nats.Name("runfleet-worker "+c.id), nats.MaxReconnects(-1),
 		nats.ReconnectWait(500*time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats disconnected", "err", err) }),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrl()) }))
 	if err != nil {
 		return fmt.Errorf("nats %s unreachable: %w", c.natsURL, err)

@@ -30,11 +30,11 @@ func NeedRoot(t testing.TB) {
 	}
 }
 
-// RootFS is the Debian root file system sandboxes run in when RUNFLEET_ROOTFS names one (as
+// RootFS is the Debian root file system sandboxes run in when RUNFLEET_TEST_ROOTFS names one (as
 // `make test` does), or "" for the host's /usr.
 func RootFS(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("RUNFLEET_ROOTFS")
+	dir := os.Getenv("RUNFLEET_TEST_ROOTFS")
 	if dir == "" {
 		return ""
 	}

@@ -1,0 +1,45 @@
+# runfleet: `make help` lists the targets.
+GO      ?= go
+ROOTFS  ?= $(CURDIR)/var/rootfs
+IMAGE   ?= runfleet-sandbox:latest
+export RUNFLEET_TEST_ROOTFS ?= $(ROOTFS)
+export RUNFLEET_TEST_IMAGE  ?= $(IMAGE)
+
+.PHONY: help build demo test deps deps-demo image lint unit bench chaos clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## write bin/worker and bin/submit
+	$(GO) build -o bin/worker ./cmd/worker
+	$(GO) build -o bin/submit ./cmd/submit
+
+demo: deps-demo build ## run real python3 and nodejs jobs on `worker --dev` (no outside service)
+	scripts/demo
+
+deps-demo: ## install what the demo needs when missing (redis-server, python3, nodejs)
+	scripts/setup demo
+
+deps: ## install what the suite needs when missing, start dockerd, build the offline sandbox image
+	scripts/setup test
+
+image: ## build the sandbox root fs (debootstrap) and import it as $(IMAGE), offline
+	scripts/setup image
+
+lint: ## gofmt and go vet
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
+	$(GO) vet ./...
+
+unit: ## the suite alone, with the race detector, on what is installed
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+bench: build ## every benchmark once, so they keep compiling and running
+	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 10m ./...
+
+test: deps lint build unit bench ## set up what is missing, then lint, the whole suite and every benchmark once
+
+chaos: deps build ## 3 workers, 500 jobs, a worker killed every few seconds; prints lost/duplicate counts
+	RUNFLEET_CHAOS_JOBS=500 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./internal/e2e/
+
+clean: ## remove build output (keeps var/rootfs)
+	rm -rf bin
