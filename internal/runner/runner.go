@@ -370,7 +370,11 @@ func (r *Runner) adoptSettlement(ctx context.Context, a *attempt) {
 
 // stored finishes a job whose settlement is stored: record it, ack the message.
 func (r *Runner) stored(ctx context.Context, a *attempt, st job.Settlement, run time.Duration) {
-	a.log.Info("settled", "status", st.Status, "reason", st.Reason, "exit_code", st.ExitCode,
+	code := -1
+	if st.ExitCode != nil {
+		code = *st.ExitCode
+	}
+	a.log.Info("settled", "status", st.Status, "reason", st.Reason, "exit_code", code,
 		"pages", st.Pages, "stdout_bytes", st.StdoutBytes, "stderr_bytes", st.StderrBytes)
 	r.crash("settled")
 	if err := a.lease.Settled(ctx, string(st.Status)); err != nil {

@@ -1,0 +1,164 @@
+package runner_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/lease"
+	"github.com/runfleet/runfleet/internal/profile"
+	"github.com/runfleet/runfleet/internal/providers/namespace"
+	"github.com/runfleet/runfleet/internal/runner"
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/testenv"
+	"github.com/runfleet/runfleet/job"
+)
+
+func TestMain(m *testing.M) {
+	namespace.Init()
+	os.Exit(m.Run())
+}
+
+// fleet is a real JetStream, a real Redis, and runners on the namespace provider.
+type fleet struct {
+	t        *testing.T
+	nats     *testenv.NATS
+	redis    *testenv.Redis
+	client   *runfleet.Client
+	subjects job.Subjects
+	dlog     string
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	testenv.NeedRoot(t)
+	f := &fleet{t: t, nats: testenv.StartNATS(t), redis: testenv.StartRedis(t), dlog: filepath.Join(t.TempDir(), "dispatches")}
+	var err error
+	f.client, err = runfleet.NewClient(t.Context(), f.nats.Conn(), runfleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.subjects = f.client.Subjects()
+	return f
+}
+
+type workerOpts struct {
+	id          string
+	concurrency int
+	ttl         time.Duration
+	policy      func(*job.Policy)
+}
+
+// startWorker runs a runner until the test ends.
+func (f *fleet) startWorker(o workerOpts) *runner.Runner {
+	t := f.t
+	t.Helper()
+	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", DispatchLog: sandbox.DispatchLog{Path: f.dlog}})
+	if err != nil {
+		testenv.Missing(t, "namespace provider: %v", err)
+	}
+	nc := f.nats.Conn()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := lease.NewStore(f.redis.Client(), lease.Options{TTL: o.ttl})
+	if err := leases.Init(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	policy := job.DefaultPolicy()
+	if o.policy != nil {
+		o.policy(&policy)
+	}
+	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
+		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
+		Profiles: profile.Builtin(testenv.RootFS(t), ""), SettleWait: 10 * time.Second,
+		Logger:   slog.New(slog.NewTextHandler(t.Output(), nil)),
+	})
+	claimCtx, stop := context.WithCancel(context.Background())
+	runCtx, kill := context.WithCancelCause(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := r.Serve(claimCtx, runCtx); err != nil {
+			t.Errorf("Serve() error = %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		stop()
+		kill(runner.ShutdownCause())
+		wg.Wait()
+	})
+	return r
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// result is what a job stored: its pages per stream and its settlement.
+type result struct {
+	stdout, stderr []byte
+	pages          []runfleet.Page
+	st             job.Settlement
+}
+
+func (f *fleet) submit(req job.Request) string {
+	f.t.Helper()
+	sub, err := f.client.Submit(f.t.Context(), "", req)
+	if err != nil {
+		f.t.Fatalf("Submit() error = %v", err)
+	}
+	return sub.ID
+}
+
+func (f *fleet) wait(id string) result {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(f.t.Context(), 60*time.Second)
+	defer cancel()
+	var r result
+	st, err := f.client.Watch(ctx, id, func(p runfleet.Page) error {
+		r.pages = append(r.pages, p)
+		if p.Stream == job.Stdout {
+			r.stdout = append(r.stdout, p.Data...)
+		} else {
+			r.stderr = append(r.stderr, p.Data...)
+		}
+		return nil
+	})
+	if err != nil {
+		f.t.Fatalf("Watch(%s) error = %v", id, err)
+	}
+	r.st = st
+	return r
+}
+
+func (f *fleet) run(req job.Request) result {
+	f.t.Helper()
+	return f.wait(f.submit(req))
+}
+
+// dispatches counts, per job, the payloads the provider let into a sandbox.
+func (f *fleet) dispatches() map[string]int {
+	f.t.Helper()
+	ds, err := sandbox.ReadDispatchLog(f.dlog)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, d := range ds {
+		out[d.JobID]++
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

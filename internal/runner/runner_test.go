@@ -1,0 +1,252 @@
+package runner_test
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runfleet/runfleet/job"
+)
+
+func TestEndToEndPerProfile(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{})
+	// 300 KiB that spans several 64 KiB pages, with every byte value, not UTF-8.
+	want := bytes.Repeat(func() []byte {
+		b := make([]byte, 256)
+		for i := range b {
+			b[i] = byte(i)
+		}
+		return b
+	}(), 1200)
+	cases := []struct {
+		lang, code string
+	}{
+		{"python3", "import sys\nsys.stdout.buffer.write(bytes(range(256)) * 1200)\nsys.stdout.flush()\nsys.stderr.write('to stderr\\n')"},
+		{"nodejs", "process.stdout.write(Buffer.from(Array.from({length: 256 * 1200}, (_, i) => i % 256)), () => process.stderr.write('to stderr\\n'))"},
+	}
+	for _, c := range cases {
+		t.Run(c.lang, func(t *testing.T) {
+			before := time.Now()
+			r := f.run(job.Request{Language: c.lang, Code: c.code})
+			if !bytes.Equal(r.stdout, want) {
+				t.Errorf("stdout pages = %d bytes, want the %d bytes written", len(r.stdout), len(want))
+			}
+			if string(r.stderr) != "to stderr\n" {
+				t.Errorf("stderr = %q, want %q", r.stderr, "to stderr\n")
+			}
+			st := r.st
+			if st.Status != job.StatusSucceeded || st.ExitCode == nil || *st.ExitCode != 0 {
+				t.Errorf("status = %s exit %v, want succeeded 0 (%s)", st.Status, st.ExitCode, st.Detail)
+			}
+			if st.StdoutBytes != int64(len(want)) || st.StderrBytes != 10 || st.Pages != int64(len(r.pages)) || len(r.pages) < 6 {
+				t.Errorf("counts = %d/%d bytes in %d pages, stored %d pages; want %d/10 in ≥6 pages matching",
+					st.StdoutBytes, st.StderrBytes, st.Pages, len(r.pages), len(want))
+			}
+			var offs [2]int64
+			for i, p := range r.pages {
+				s := 0
+				if p.Stream == job.Stderr {
+					s = 1
+				}
+				if p.Index != int64(i) || p.Offset != offs[s] || p.Attempt != st.Attempt || len(p.Data) > 64<<10 {
+					t.Errorf("page %d: index %d offset %d attempt %d size %d; want index %d offset %d attempt %d size ≤ 64 KiB",
+						i, p.Index, p.Offset, p.Attempt, len(p.Data), i, offs[s], st.Attempt)
+				}
+				offs[s] += int64(len(p.Data))
+			}
+			if st.Attempt != 1 || st.Worker != "w1" || st.Profile != c.lang || st.ProfileDigest == "" || !st.SandboxDestroyed {
+				t.Errorf("settlement = attempt %d worker %q profile %q digest %q destroyed %v", st.Attempt, st.Worker, st.Profile, st.ProfileDigest, st.SandboxDestroyed)
+			}
+			if st.QueuedAt.Before(before.Add(-time.Second)) || st.StartedAt.Before(st.QueuedAt) || st.FinishedAt.Before(st.StartedAt) || st.SettledAt.Before(st.FinishedAt) {
+				t.Errorf("timestamps out of order: queued %v started %v finished %v settled %v", st.QueuedAt, st.StartedAt, st.FinishedAt, st.SettledAt)
+			}
+			if st.Usage == nil || st.Usage.WallMS <= 0 && st.Usage.CPUMS == nil {
+				t.Errorf("usage = %+v, want wall and cpu", st.Usage)
+			}
+		})
+	}
+}
+
+func TestStatuses(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{})
+	cases := []struct {
+		name   string
+		req    job.Request
+		status job.Status
+		reason job.Reason
+		code   *int
+		stdout string
+	}{
+		{name: "nonzero exit", req: job.Request{Language: "python3", Code: "import sys; print('out'); sys.exit(3)"},
+			status: job.StatusFailed, reason: job.ReasonExitNonzero, code: ptr(3), stdout: "out\n"},
+		{name: "uncaught exception", req: job.Request{Language: "nodejs", Code: "throw new Error('boom')"},
+			status: job.StatusFailed, reason: job.ReasonExitNonzero, code: ptr(1)},
+		{name: "killed by signal", req: job.Request{Language: "python3", Code: "import ctypes; ctypes.string_at(0)"},
+			status: job.StatusFailed, reason: job.ReasonSignal},
+		{name: "timeout keeps last prints", req: job.Request{Language: "python3", Code: "import time\nprint('last words', flush=True)\ntime.sleep(30)",
+			Limits: job.Limits{TimeoutMS: ptr[int64](700)}}, status: job.StatusTimedOut, stdout: "last words\n"},
+		{name: "oom", req: job.Request{Language: "python3", Code: "x = []\nwhile True: x.append(bytearray(8 << 20))",
+			Limits: job.Limits{MemoryBytes: ptr[int64](64 << 20)}}, status: job.StatusFailed, reason: job.ReasonOOM},
+		{name: "output limit keeps output up to the bound", req: job.Request{Language: "python3", Code: "while True: print('y' * 99)",
+			Limits: job.Limits{OutputBytes: ptr[int64](5000)}}, status: job.StatusFailed, reason: job.ReasonOutputLimit, stdout: strings.Repeat(strings.Repeat("y", 99)+"\n", 50)},
+		{name: "page limit", req: job.Request{Language: "python3", Code: "import time\nfor i in range(20):\n    print(i, flush=True); time.sleep(0.12)",
+			Limits: job.Limits{MaxPages: ptr[int64](3)}}, status: job.StatusFailed, reason: job.ReasonPageLimit},
+		{name: "expired deadline", req: job.Request{Language: "python3", Code: "print(1)", Deadline: time.Now().Add(-time.Minute)},
+			status: job.StatusExpired},
+		{name: "unknown language", req: job.Request{Language: "cobol", Code: "x"}, status: job.StatusRejected, reason: job.ReasonUnknownLanguage},
+		{name: "limit above max", req: job.Request{Language: "python3", Code: "x", Limits: job.Limits{TimeoutMS: ptr[int64](1 << 40)}},
+			status: job.StatusRejected, reason: job.ReasonInvalidLimits},
+		{name: "files and env", req: job.Request{Language: "python3", Env: map[string]string{"GREETING": "hi"},
+			Files: []job.File{{Path: "data/in.txt", Content: []byte("file body")}},
+			Code:  "import os; print(os.environ['GREETING'], open('data/in.txt').read())"}, status: job.StatusSucceeded, code: ptr(0), stdout: "hi file body\n"},
+		{name: "preload shares scope", req: job.Request{Language: "nodejs", Preload: "const base = 40;", Code: "console.log(base + 2)"},
+			status: job.StatusSucceeded, stdout: "42\n"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := f.run(c.req)
+			if r.st.Status != c.status || r.st.Reason != c.reason {
+				t.Errorf("settled %s/%s, want %s/%s (%s; stderr %q)", r.st.Status, r.st.Reason, c.status, c.reason, r.st.Detail, clip(r.stderr))
+			}
+			if c.code != nil && (r.st.ExitCode == nil || *r.st.ExitCode != *c.code) {
+				t.Errorf("exit code = %v, want %d", r.st.ExitCode, *c.code)
+			}
+			if c.stdout != "" && string(r.stdout) != c.stdout {
+				t.Errorf("stdout = %q, want %q", clip(r.stdout), clip([]byte(c.stdout)))
+			}
+			if r.st.StdoutBytes != int64(len(r.stdout)) || r.st.StderrBytes != int64(len(r.stderr)) || r.st.Pages != int64(len(r.pages)) {
+				t.Errorf("settlement counts %d/%d/%d pages, stored %d/%d/%d", r.st.StdoutBytes, r.st.StderrBytes, r.st.Pages, len(r.stdout), len(r.stderr), len(r.pages))
+			}
+			if r.st.Reason == job.ReasonOutputLimit && r.st.StdoutBytes+r.st.StderrBytes > 5000 {
+				t.Errorf("stored %d bytes past an output bound of 5000", r.st.StdoutBytes+r.st.StderrBytes)
+			}
+		})
+	}
+}
+
+func clip(b []byte) string {
+	if len(b) > 300 {
+		return string(b[:300]) + "…"
+	}
+	return string(b)
+}
+
+func TestPagesArriveWhileRunning(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{})
+	id := f.submit(job.Request{Language: "python3", Code: "import time\nprint('early', flush=True)\ntime.sleep(1.5)\nprint('late')"})
+	r := f.wait(id)
+	if len(r.pages) != 2 {
+		t.Fatalf("pages = %d, want 2 (early output published before the program ended)", len(r.pages))
+	}
+	if r.st.Status != job.StatusSucceeded {
+		t.Errorf("status = %s", r.st.Status)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{})
+	t.Run("running", func(t *testing.T) {
+		id := f.submit(job.Request{Language: "python3", Code: "import time\nprint('started', flush=True)\ntime.sleep(60)"})
+		deadline := time.Now().Add(20 * time.Second)
+		for f.dispatches()[id] == 0 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		if err := f.client.Cancel(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		r := f.wait(id)
+		if r.st.Status != job.StatusCancelled || time.Since(start) > 3*time.Second {
+			t.Errorf("settled %s %v after cancel, want cancelled within about a second", r.st.Status, time.Since(start))
+		}
+		if r.st.FinishedAt.Sub(start) > time.Second+200*time.Millisecond {
+			t.Errorf("sandbox ended %v after the cancel, want within 1s", r.st.FinishedAt.Sub(start))
+		}
+	})
+	t.Run("before start", func(t *testing.T) {
+		id := "cancelled-early"
+		if err := f.client.Cancel(t.Context(), id); err != nil {
+			t.Fatal(err)
+		}
+		f.submit(job.Request{ID: id, Language: "python3", Code: "print('must not run')"})
+		r := f.wait(id)
+		if r.st.Status != job.StatusCancelled || len(r.stdout) != 0 || f.dispatches()[id] != 0 {
+			t.Errorf("settled %s with %q, %d dispatches; want cancelled, never run", r.st.Status, r.stdout, f.dispatches()[id])
+		}
+	})
+}
+
+func TestBadInputDoesNotBlockTheQueue(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{concurrency: 1})
+	sub, err := f.client.SubmitRaw(t.Context(), "default", "bad-json", []byte("{not json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.wait(sub.ID)
+	if r.st.Status != job.StatusRejected || r.st.Reason != job.ReasonInvalidJSON {
+		t.Errorf("settled %s/%s, want rejected/invalid_json", r.st.Status, r.st.Reason)
+	}
+	if good := f.run(job.Request{Language: "python3", Code: "print('next')"}); string(good.stdout) != "next\n" {
+		t.Errorf("next job stdout = %q, want %q", good.stdout, "next\n")
+	}
+}
+
+func TestTwoWorkersShareTheWork(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{id: "w1", concurrency: 2})
+	f.startWorker(workerOpts{id: "w2", concurrency: 2})
+	const n = 16
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = f.submit(job.Request{Language: "python3", Code: "import time; time.sleep(0.3); print('done')"})
+	}
+	by := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Go(func() {
+			r := f.wait(id)
+			mu.Lock()
+			defer mu.Unlock()
+			by[r.st.Worker]++
+			if r.st.Status != job.StatusSucceeded {
+				t.Errorf("job %s settled %s", id, r.st.Status)
+			}
+		})
+	}
+	wg.Wait()
+	if by["w1"] == 0 || by["w2"] == 0 || by["w1"]+by["w2"] != n {
+		t.Errorf("jobs per worker = %v, want both to take some of %d", by, n)
+	}
+	for _, id := range ids {
+		if got := f.dispatches()[id]; got != 1 {
+			t.Errorf("job %s dispatched %d times, want 1", id, got)
+		}
+	}
+}
+
+func TestRepublishedIDDoesNotRunAgain(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{})
+	req := job.Request{ID: "same-id", Language: "python3", Code: "print('once')"}
+	first := f.run(req)
+	// Past JetStream's dedup window the message is stored again; the record in Redis stops it.
+	body := fmt.Appendf(nil, `{"language":"python3","code":"print('once')"}`)
+	if _, err := f.client.SubmitRaw(t.Context(), "default", req.ID, body); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if got := f.dispatches()[req.ID]; got != 1 || first.st.Status != job.StatusSucceeded {
+		t.Errorf("dispatches = %d (first %s), want 1", got, first.st.Status)
+	}
+}
