@@ -80,7 +80,7 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
 		Profiles: profile.Builtin(testenv.RootFS(t), ""), SettleWait: 10 * time.Second,
-		Logger:   slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
 	claimCtx, stop := context.WithCancel(context.Background())
 	runCtx, kill := context.WithCancelCause(context.Background())

@@ -80,3 +80,16 @@ type Sandbox interface {
 // ErrUnsupported is returned, wrapped, by a provider that cannot enforce what it was asked to on
 // this host; a worker must refuse to start rather than run with weaker isolation.
 var ErrUnsupported = errors.New("not enforceable on this host")
+
+// DeniedSyscalls are refused in every sandbox, whatever the provider: kernel surfaces a sandboxed
+// program never needs and that have carried most container escapes (keys, BPF, io_uring, mounts,
+// namespaces, tracing, modules, kexec, clocks).
+var DeniedSyscalls = []string{
+	"keyctl", "add_key", "request_key", "bpf", "io_uring_setup", "io_uring_enter", "io_uring_register",
+	"mount", "umount2", "unshare", "setns", "pivot_root", "chroot", "ptrace", "process_vm_readv",
+	"process_vm_writev", "perf_event_open", "kexec_load", "kexec_file_load", "init_module",
+	"finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct", "userfaultfd",
+	"open_by_handle_at", "name_to_handle_at", "fsopen", "fsmount", "fspick", "move_mount",
+	"open_tree", "mount_setattr", "syslog", "settimeofday", "clock_settime", "clock_adjtime",
+	"adjtimex", "quotactl", "lookup_dcookie", "vhangup", "iopl", "ioperm", "personality",
+}

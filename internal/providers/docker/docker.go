@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,9 @@ type Provider struct {
 	o   Options
 	log *slog.Logger
 
+	seccomp  string // profile JSON
+	uid, gid string // of the sandbox user, owner of /workspace
+
 	mu   sync.Mutex
 	live map[string]bool // containers this provider made and has not removed
 }
@@ -60,6 +64,14 @@ var _ sandbox.Provider = (*Provider)(nil)
 func New(ctx context.Context, o Options) (*Provider, error) {
 	o.Fleet = cmp.Or(o.Fleet, "runfleet")
 	o.User = cmp.Or(o.User, "65534:65534")
+	sc, err := seccompProfile()
+	if err != nil {
+		return nil, fmt.Errorf("seccomp profile: %w", err)
+	}
+	uid, gid, ok := strings.Cut(o.User, ":")
+	if !ok {
+		gid = uid
+	}
 	c, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
@@ -68,7 +80,8 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		c.Close()
 		return nil, fmt.Errorf("docker daemon unreachable (is dockerd running and the socket mounted?): %w", err)
 	}
-	return &Provider{c: c, o: o, log: cmp.Or(o.Logger, slog.Default()), live: map[string]bool{}}, nil
+	return &Provider{c: c, o: o, log: cmp.Or(o.Logger, slog.Default()), live: map[string]bool{},
+		seccomp: sc, uid: uid, gid: gid}, nil
 }
 
 // Close releases the client.
@@ -134,10 +147,10 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
 			CapDrop:        []string{"ALL"},
-			SecurityOpt:    []string{"no-new-privileges"},
+			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + p.seccomp},
 			ReadonlyRootfs: true,
 			Tmpfs: map[string]string{
-				"/workspace": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", ws),
+				"/workspace": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=0700,uid=%s,gid=%s", ws, p.uid, p.gid),
 				"/tmp":       fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp),
 			},
 			LogConfig: container.LogConfig{Type: "none"},
@@ -214,7 +227,12 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 		_, _ = io.Copy(s.attach.Conn, stdin)
 		_ = s.attach.CloseWrite()
 	})
-	out := &killOnError{w: stdout, onErr: func() { killed.Store(true); s.kill() }}
+	// The kill runs beside the demultiplexer: the daemon finishes a kill only once the attached
+	// streams drain, and the demultiplexer is what drains them.
+	out := &killOnError{w: stdout, onErr: func() {
+		killed.Store(true)
+		wg.Go(s.kill)
+	}}
 	errw := &killOnError{w: stderr, onErr: out.onErr}
 	_, _ = stdcopy.StdCopy(out, errw, s.attach.Reader)
 	var waitErr error

@@ -11,6 +11,8 @@ import (
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/runfleet/runfleet/internal/sandbox"
 )
 
 // initArg is argv[0] of the worker binary re-executed as a sandbox's first process.
@@ -275,18 +277,6 @@ func loopbackUp() error {
 	return nil
 }
 
-// deniedSyscalls are refused with EPERM: kernel surfaces a sandboxed program never needs and that
-// have carried most container escapes.
-var deniedSyscalls = []string{
-	"keyctl", "add_key", "request_key", "bpf", "io_uring_setup", "io_uring_enter", "io_uring_register",
-	"mount", "umount2", "unshare", "setns", "pivot_root", "chroot", "ptrace", "process_vm_readv",
-	"process_vm_writev", "perf_event_open", "kexec_load", "kexec_file_load", "init_module",
-	"finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct", "userfaultfd",
-	"open_by_handle_at", "name_to_handle_at", "fsopen", "fsmount", "fspick", "move_mount",
-	"open_tree", "mount_setattr", "syslog", "settimeofday", "clock_settime", "clock_adjtime",
-	"adjtimex", "quotactl", "lookup_dcookie", "vhangup", "iopl", "ioperm", "personality",
-}
-
 func seccompFilter() seccomp.Filter {
 	eperm := seccomp.ActionErrno | seccomp.Action(unix.EPERM)
 	return seccomp.Filter{
@@ -295,7 +285,7 @@ func seccompFilter() seccomp.Filter {
 		Policy: seccomp.Policy{
 			DefaultAction: seccomp.ActionAllow,
 			Syscalls: []seccomp.SyscallGroup{
-				{Action: eperm, Names: deniedSyscalls},
+				{Action: eperm, Names: sandbox.DeniedSyscalls},
 				// clone3 passes its flags in memory a filter cannot read; ENOSYS makes libc fall back to clone.
 				{Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS), Names: []string{"clone3"}},
 				{Action: seccomp.ActionErrno | seccomp.Action(unix.EAFNOSUPPORT), NamesWithCondtions: []seccomp.NameWithConditions{

@@ -25,9 +25,10 @@ func TestConformance(t *testing.T) {
 		testenv.Missing(t, "namespace provider: %v", err)
 	}
 	providertest.Run(t, providertest.Env{
-		Provider: p,
-		Profiles: profile.Builtin(testenv.RootFS(t), ""),
-		Secret:   secret,
+		Provider:      p,
+		Profiles:      profile.Builtin(testenv.RootFS(t), ""),
+		Secret:        secret,
+		MeasuresUsage: true,
 		Leftovers: func(t *testing.T, id string) string {
 			for _, ctrl := range []string{"memory", "pids", "cpu"} {
 				if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", ctrl, "runfleet-test", id)); err == nil {
