@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/testenv"
+	"github.com/runfleet/runfleet/job"
+)
+
+var workerBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "runfleet-e2e-")
+	if err != nil {
+		panic(err)
+	}
+	workerBin = filepath.Join(dir, "worker")
+	build := exec.Command("go", "build", "-o", workerBin, "github.com/runfleet/runfleet/cmd/worker")
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build worker:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type fleet struct {
+	t      *testing.T
+	nats   *testenv.NATS
+	redis  *testenv.Redis
+	client *runfleet.Client
+	js     jetstream.JetStream
+	dlog   string
+	mu     sync.Mutex
+	procs  []*worker
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	testenv.NeedRoot(t)
+	f := &fleet{t: t, nats: testenv.StartNATS(t), redis: testenv.StartRedis(t), dlog: filepath.Join(t.TempDir(), "dispatches")}
+	nc := f.nats.Conn()
+	var err error
+	if f.client, err = runfleet.NewClient(t.Context(), nc, runfleet.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if f.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, w := range f.procs {
+			w.kill()
+		}
+	})
+	return f
+}
+
+// worker is one worker process.
+type worker struct {
+	id   string
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	done chan struct{}
+}
+
+func (f *fleet) start(id string, extra ...string) *worker {
+	f.t.Helper()
+	args := append([]string{"--nats-url", f.nats.URL, "--redis-url", f.redis.URL, "--id", id,
+		"--listen", "127.0.0.1:0", "--lease-ttl", "1s", "--concurrency", "2", "--dispatch-log", f.dlog,
+		"--grace", "5s"}, extra...)
+	if root := testenv.RootFS(f.t); root != "" {
+		args = append(args, "--rootfs", root)
+	}
+	w := &worker{id: id, cmd: exec.Command(workerBin, args...), log: &bytes.Buffer{}, done: make(chan struct{})}
+	w.cmd.Stderr = &syncWriter{w: w.log}
+	if err := w.cmd.Start(); err != nil {
+		f.t.Fatalf("start worker: %v", err)
+	}
+	go func() {
+		_ = w.cmd.Wait()
+		close(w.done)
+	}()
+	f.mu.Lock()
+	f.procs = append(f.procs, w)
+	f.mu.Unlock()
+	f.t.Cleanup(func() {
+		if f.t.Failed() {
+			f.t.Logf("log of worker %s:\n%s", id, w.logText())
+		}
+	})
+	return w
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(b []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(b)
+}
+
+func (w *worker) logText() string {
+	sw := w.cmd.Stderr.(*syncWriter)
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return w.log.String()
+}
+
+func (w *worker) kill() {
+	_ = w.cmd.Process.Signal(syscall.SIGKILL)
+	_ = w.cmd.Process.Signal(syscall.SIGCONT)
+	<-w.done
+}
+
+func (w *worker) signal(s syscall.Signal) { _ = w.cmd.Process.Signal(s) }
+
+// exited waits for the process to end on its own.
+func (w *worker) exited(t *testing.T, within time.Duration) {
+	t.Helper()
+	select {
+	case <-w.done:
+	case <-time.After(within):
+		t.Fatalf("worker %s still running after %v", w.id, within)
+	}
+}
+
+func (f *fleet) submit(req job.Request) string {
+	f.t.Helper()
+	s, err := f.client.Submit(f.t.Context(), "", req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s.ID
+}
+
+func (f *fleet) settlement(id string, within time.Duration) job.Settlement {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(f.t.Context(), within)
+	defer cancel()
+	st, err := f.client.Watch(ctx, id, nil)
+	if err != nil {
+		f.t.Fatalf("no settlement of %s within %v: %v", id, within, err)
+	}
+	return st
+}
+
+// settledCounts is how many settlement messages each job has stored.
+func (f *fleet) settledCounts() map[string]int {
+	f.t.Helper()
+	s, err := f.js.Stream(f.t.Context(), "RUNFLEET_RESULTS")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	info, err := s.Info(f.t.Context(), jetstream.WithSubjectFilter("runfleet.results.*.settled"))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for subj, n := range info.State.Subjects {
+		out[strings.Split(subj, ".")[2]] = int(n)
+	}
+	return out
+}
+
+func (f *fleet) dispatches() map[string]int {
+	f.t.Helper()
+	ds, err := sandbox.ReadDispatchLog(f.dlog)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, d := range ds {
+		out[d.JobID]++
+	}
+	return out
+}
+
+// results returns every message stored for job id, in order.
+func (f *fleet) results(id string) []jetstream.RawStreamMsg {
+	f.t.Helper()
+	s, err := f.js.Stream(f.t.Context(), "RUNFLEET_RESULTS")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	info, err := s.Info(f.t.Context())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var out []jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(f.t.Context(), seq)
+		if err != nil {
+			continue
+		}
+		if strings.HasPrefix(m.Subject, "runfleet.results."+id+".") {
+			out = append(out, *m)
+		}
+	}
+	return out
+}
+
+func decode(t *testing.T, b []byte) job.Settlement {
+	var st job.Settlement
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(t.Context(), d)
+}
