@@ -71,7 +71,7 @@ func DefaultPolicy() Policy {
 			MaxPages: 64, MemoryBytes: 256 << 20, Pids: 64},
 		Max: Bounds{Timeout: 5 * time.Minute, OutputBytes: 16 << 20, PageBytes: 256 << 10,
 			MaxPages: 4096, MemoryBytes: 2 << 30, Pids: 512},
-		MaxBodyBytes: 4 << 20,
+		MaxBodyBytes: 1000 * 1000, // under NATS's default max_payload of 1 MiB, headers included
 		MaxFiles:     256,
 		MaxEnv:       128,
 	}

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 
 // fleet is a real JetStream, a real Redis, and runners on the namespace provider.
 type fleet struct {
-	t        *testing.T
+	t        testing.TB
 	nats     *testenv.NATS
 	redis    *testenv.Redis
 	client   *runfleet.Client
@@ -36,7 +36,7 @@ type fleet struct {
 	dlog     string
 }
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t testing.TB) *fleet {
 	t.Helper()
 	testenv.NeedRoot(t)
 	f := &fleet{t: t, nats: testenv.StartNATS(t), redis: testenv.StartRedis(t), dlog: filepath.Join(t.TempDir(), "dispatches")}

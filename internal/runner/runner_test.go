@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/job/jobtest"
 )
 
 func TestEndToEndPerProfile(t *testing.T) {
@@ -248,5 +251,61 @@ func TestRepublishedIDDoesNotRunAgain(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if got := f.dispatches()[req.ID]; got != 1 || first.st.Status != job.StatusSucceeded {
 		t.Errorf("dispatches = %d (first %s), want 1", got, first.st.Status)
+	}
+}
+
+// TestBadInputCorpus sends every invalid message through the real queue: each gets one rejected
+// settlement with its reason (or a record on the rejected subject), and the next good job runs.
+func TestBadInputCorpus(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{concurrency: 2})
+	p := job.DefaultPolicy()
+	corpus := jobtest.BadInputs(p.MaxBodyBytes)
+	for _, c := range corpus {
+		if _, err := f.client.SubmitRaw(t.Context(), "default", c.ID, []byte(c.Body)); err != nil {
+			t.Fatalf("%s: SubmitRaw() error = %v", c.Name, err)
+		}
+	}
+	for _, c := range jobtest.UnreadableIDs {
+		if _, err := f.client.SubmitRaw(t.Context(), "default", c.ID, []byte(`{"language":"python3","code":"print(1)"}`)); err != nil {
+			t.Fatalf("%s: SubmitRaw() error = %v", c.Name, err)
+		}
+	}
+	for _, c := range corpus {
+		t.Run(c.Name, func(t *testing.T) {
+			r := f.wait(c.ID)
+			if r.st.Status != job.StatusRejected || r.st.Reason != c.Reason {
+				t.Errorf("settled %s/%s, want rejected/%s", r.st.Status, r.st.Reason, c.Reason)
+			}
+		})
+	}
+	if good := f.run(job.Request{Language: "python3", Code: "print('still serving')"}); string(good.stdout) != "still serving\n" {
+		t.Errorf("good job after the corpus: stdout %q", good.stdout)
+	}
+	js, err := jetstream.New(f.nats.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := js.Stream(t.Context(), f.subjects.ResultsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ri, err := results.Info(t.Context(), jetstream.WithSubjectFilter(f.subjects.Rejected()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ri.State.Subjects[f.subjects.Rejected()]; got != uint64(len(jobtest.UnreadableIDs)) {
+		t.Errorf("records on the rejected subject = %d, want %d", got, len(jobtest.UnreadableIDs))
+	}
+	jobs, err := js.Stream(t.Context(), f.subjects.JobsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the last acks
+	if ji, err := jobs.Info(t.Context()); err != nil || ji.State.Msgs != 0 {
+		t.Errorf("jobs stream holds %d messages (%v), want every message removed", ji.State.Msgs, err)
+	}
+	if n := f.dispatches(); len(n) != 1 {
+		t.Errorf("dispatches = %v, want only the good job", n)
 	}
 }

@@ -45,3 +45,18 @@ func TestConformance(t *testing.T) {
 		t.Errorf("Reap() = %d, %v; want nothing left to reap", n, err)
 	}
 }
+
+// BenchmarkCycle: go test -bench Cycle -benchtime 20x ./internal/providers/docker/
+func BenchmarkCycle(b *testing.B) {
+	p, err := docker.New(b.Context(), docker.Options{Fleet: "runfleet-test"})
+	if err != nil {
+		testenv.Missing(b, "docker daemon: %v", err)
+	}
+	defer p.Close()
+	profiles, err := p.Resolve(b.Context(), profile.Builtin("", image()))
+	if err != nil {
+		testenv.Missing(b, "sandbox image (make image): %v", err)
+	}
+	providertest.BenchCycle(b, providertest.Env{Provider: p, Profiles: profiles},
+		[]string{"docker", "run", "--rm", "--network", "none", image(), "/usr/bin/python3", "-c", "pass"})
+}

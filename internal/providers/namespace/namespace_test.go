@@ -39,3 +39,14 @@ func TestConformance(t *testing.T) {
 		},
 	})
 }
+
+// BenchmarkCycle: go test -bench Cycle -benchtime 50x ./internal/providers/namespace/
+func BenchmarkCycle(b *testing.B) {
+	testenv.NeedRoot(b)
+	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", StateDir: b.TempDir()})
+	if err != nil {
+		testenv.Missing(b, "namespace provider: %v", err)
+	}
+	providertest.BenchCycle(b, providertest.Env{Provider: p, Profiles: profile.Builtin(testenv.RootFS(b), "")},
+		[]string{"/usr/bin/python3", "-I", "-c", "pass"})
+}

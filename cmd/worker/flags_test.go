@@ -1,0 +1,50 @@
+package main
+
+import (
+	"flag"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/runfleet/runfleet/internal/cli"
+)
+
+// TestREADMEListsEveryFlag keeps the configuration table of the README in step with the flags.
+func TestREADMEListsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, _ := flags(io.Discard)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(string(readme), "| `--"+f.Name+"` |") {
+			t.Errorf("README's configuration table lacks --%s", f.Name)
+		}
+	})
+}
+
+func TestFlagsReadEnvironment(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{name: "default", want: "redis://127.0.0.1:6379/0"},
+		{name: "env", env: map[string]string{"RUNFLEET_REDIS_URL": "redis://env:1/0"}, want: "redis://env:1/0"},
+		{name: "flag wins", args: []string{"--redis-url", "redis://flag:1/0"},
+			env: map[string]string{"RUNFLEET_REDIS_URL": "redis://env:1/0"}, want: "redis://flag:1/0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs, cfg := flags(io.Discard)
+			if err := cli.Parse(fs, c.args, func(k string) string { return c.env[k] }); err != nil {
+				t.Fatal(err)
+			}
+			if cfg.redisURL != c.want {
+				t.Errorf("redis url = %q, want %q", cfg.redisURL, c.want)
+			}
+		})
+	}
+}

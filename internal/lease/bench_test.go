@@ -1,0 +1,68 @@
+package lease_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/runfleet/runfleet/internal/lease"
+	"github.com/runfleet/runfleet/internal/testenv"
+)
+
+// BenchmarkFencing measures what the lease costs one job that runs to the end — claim, reserve,
+// associate and settle, four Redis round trips — against four plain SETs on the same server, for
+// each persistence setting the README discusses:
+//
+//	go test -run '^$' -bench Fencing -benchtime 2000x ./internal/lease/
+func BenchmarkFencing(b *testing.B) {
+	for _, p := range []struct {
+		name string
+		args []string
+	}{
+		{"no-persistence", nil},
+		{"aof-everysec", []string{"--appendonly", "yes", "--appendfsync", "everysec"}},
+		{"aof-always", []string{"--appendonly", "yes", "--appendfsync", "always"}},
+	} {
+		b.Run(p.name, func(b *testing.B) {
+			srv := testenv.StartRedis(b, p.args...)
+			rdb := srv.Client()
+			s := lease.NewStore(rdb, lease.Options{TTL: 10 * time.Second})
+			ctx := b.Context()
+			if err := s.Init(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.Run("baseline-4-sets", func(b *testing.B) {
+				for i := range b.N {
+					k := "plain:" + strconv.Itoa(i)
+					for range 4 {
+						if err := rdb.Set(ctx, k, "v", time.Minute).Err(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			})
+			runs := 0
+			b.Run("claim-reserve-associate-settle", func(b *testing.B) {
+				runs++
+				for i := range b.N {
+					id := "bench-" + strconv.Itoa(runs) + "-" + strconv.Itoa(i)
+					c, err := s.Claim(ctx, id, "w", lease.Delivery{Count: 1, QueuedAt: time.Now()})
+					if err != nil {
+						b.Fatal(err)
+					}
+					l := c.Lease
+					if err := l.Reserve(ctx, "sha256:x", "sha256:y", "namespace"); err != nil {
+						b.Fatal(err)
+					}
+					if err := l.Associate(ctx, "sb"); err != nil {
+						b.Fatal(err)
+					}
+					if err := l.Settled(ctx, "succeeded"); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(4, "roundtrips/job")
+			})
+		})
+	}
+}

@@ -1,0 +1,39 @@
+package providertest
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"testing"
+
+	"github.com/runfleet/runfleet/internal/profile"
+	"github.com/runfleet/runfleet/job"
+)
+
+// BenchCycle measures create → run `pass` in python3 → destroy, against baseline, a command run
+// in the same loop (the bare interpreter, or `docker run --rm`), as two sub-benchmarks of one run.
+func BenchCycle(b *testing.B, e Env, baseline []string) {
+	b.Run("baseline", func(b *testing.B) {
+		for b.Loop() {
+			if out, err := exec.Command(baseline[0], baseline[1:]...).CombinedOutput(); err != nil {
+				b.Fatalf("%v: %v: %s", baseline, err, out)
+			}
+		}
+	})
+	b.Run("sandbox", func(b *testing.B) {
+		payload, _ := profile.Payload(job.Request{Code: "pass"})
+		for b.Loop() {
+			sb, err := e.Provider.Create(b.Context(), Spec(e.Profiles["python3"]))
+			if err != nil {
+				b.Fatal(err)
+			}
+			exit, err := sb.Run(b.Context(), bytes.NewReader(payload), &bytes.Buffer{}, &bytes.Buffer{})
+			if err != nil || exit.Code != 0 {
+				b.Fatalf("Run() = %+v, %v", exit, err)
+			}
+			if err := sb.Destroy(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

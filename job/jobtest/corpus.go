@@ -1,0 +1,100 @@
+// Package jobtest holds the corpus of invalid job messages that the decoder's tests, its fuzz
+// target and the runner's through-the-queue tests share.
+package jobtest
+
+import (
+	"strings"
+
+	"github.com/runfleet/runfleet/job"
+)
+
+// BadInput is one row of the corpus of invalid job messages: each is rejected with its reason. The runner's
+// tests send every row through the real queue as well.
+type BadInput struct {
+	Name   string
+	ID     string // Nats-Msg-Id; "" sends none
+	Body   string
+	Reason job.Reason
+}
+
+func files(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = `{"path":"f` + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + `/` + itoa(i) + `","content":""}`
+	}
+	return `{"language":"python3","code":"x","files":[` + strings.Join(parts, ",") + `]}`
+}
+
+func itoa(i int) string {
+	const d = "0123456789"
+	if i < 10 {
+		return d[i : i+1]
+	}
+	return itoa(i/10) + d[i%10:i%10+1]
+}
+
+// BadInputs returns the corpus; maxBody is the policy's body limit.
+func BadInputs(maxBody int) []BadInput {
+	ok := func(extra string) string { return `{"language":"python3","code":"print(1)"` + extra + `}` }
+	over := ok(`,"stdin":"` + strings.Repeat("a", maxBody) + `"`)
+	return []BadInput{
+		{"invalid json", "bad-1", `{"language":`, job.ReasonInvalidJSON},
+		{"json array", "bad-2", `[1,2,3]`, job.ReasonInvalidJSON},
+		{"json string", "bad-3", `"print(1)"`, job.ReasonInvalidJSON},
+		{"json number", "bad-4", `42`, job.ReasonInvalidJSON},
+		{"json null", "bad-5", `null`, job.ReasonInvalidJSON},
+		{"empty body", "bad-6", ``, job.ReasonInvalidJSON},
+		{"trailing data", "bad-7", ok("") + `{}`, job.ReasonInvalidJSON},
+		{"missing language", "bad-8", `{"code":"print(1)"}`, job.ReasonMissingLanguage},
+		{"missing code", "bad-9", `{"language":"python3"}`, job.ReasonMissingCode},
+		{"unknown language", "bad-10", `{"language":"cobol","code":"x"}`, job.ReasonUnknownLanguage},
+		{"language not a string", "bad-11", `{"language":3,"code":"x"}`, "invalid_language"},
+		{"code not a string", "bad-12", `{"language":"python3","code":["x"]}`, "invalid_code"},
+		{"stdin not a string", "bad-13", ok(`,"stdin":{}`), job.ReasonInvalidStdin},
+		{"env not an object", "bad-14", ok(`,"env":"A=1"`), job.ReasonInvalidEnv},
+		{"env value not a string", "bad-15", ok(`,"env":{"A":1}`), job.ReasonInvalidEnv},
+		{"env name with =", "bad-16", ok(`,"env":{"A=B":"1"}`), job.ReasonInvalidEnv},
+		{"env name with NUL", "bad-17", ok(`,"env":{"A\u0000":"1"}`), job.ReasonInvalidEnv},
+		{"env name with digit first", "bad-18", ok(`,"env":{"1A":"1"}`), job.ReasonInvalidEnv},
+		{"file path with ..", "bad-19", ok(`,"files":[{"path":"../etc/x","content":""}]`), job.ReasonInvalidPath},
+		{"file path absolute", "bad-20", ok(`,"files":[{"path":"/etc/x","content":""}]`), job.ReasonInvalidPath},
+		{"file path with NUL", "bad-21", ok(`,"files":[{"path":"a\u0000b","content":""}]`), job.ReasonInvalidPath},
+		{"file path empty", "bad-22", ok(`,"files":[{"path":"","content":""}]`), job.ReasonInvalidPath},
+		{"file content not base64", "bad-23", ok(`,"files":[{"path":"a","content":"!!"}]`), job.ReasonInvalidFiles},
+		{"10000 files", "bad-24", files(10000), job.ReasonInvalidFiles},
+		{"files not a list", "bad-25", ok(`,"files":{}`), job.ReasonInvalidFiles},
+		{"deadline not a time", "bad-26", ok(`,"deadline":"tomorrow"`), job.ReasonInvalidDeadline},
+		{"deadline a number", "bad-27", ok(`,"deadline":17`), job.ReasonInvalidDeadline},
+		{"limit as string", "bad-28", ok(`,"limits":{"timeout_ms":"10"}`), job.ReasonInvalidLimits},
+		{"limit fractional", "bad-29", ok(`,"limits":{"timeout_ms":1.5}`), job.ReasonInvalidLimits},
+		{"limit zero", "bad-30", ok(`,"limits":{"memory_bytes":0}`), job.ReasonInvalidLimits},
+		{"limit negative", "bad-31", ok(`,"limits":{"pids":-1}`), job.ReasonInvalidLimits},
+		{"limit huge", "bad-32", ok(`,"limits":{"output_bytes":1e300}`), job.ReasonInvalidLimits},
+		{"limit above maximum", "bad-33", ok(`,"limits":{"timeout_ms":99999999999}`), job.ReasonInvalidLimits},
+		{"limit exponent", "bad-34", ok(`,"limits":{"max_pages":1e2}`), job.ReasonInvalidLimits},
+		{"limits not an object", "bad-35", ok(`,"limits":[]`), job.ReasonInvalidLimits},
+		{"duplicate key", "bad-36", `{"language":"python3","code":"print(1)","code":"print(2)"}`, job.ReasonDuplicateKey},
+		{"duplicate nested key", "bad-37", ok(`,"env":{"A":"1","A":"2"}`), job.ReasonDuplicateKey},
+		{"deeply nested", "bad-38", ok(`,"labels":` + strings.Repeat("[", 100) + strings.Repeat("]", 100)), job.ReasonTooDeep},
+		{"not utf-8", "bad-39", "{\"language\":\"python3\",\"code\":\"\xff\xfe\"}", job.ReasonInvalidJSON},
+		{"id mismatch", "bad-40", ok(`,"id":"other"`), job.ReasonIDMismatch},
+		{"body over the limit", "bad-41", over, job.ReasonPayloadTooLarge},
+		{"labels not strings", "bad-42", ok(`,"labels":{"a":1}`), job.ReasonInvalidLabels},
+		{"code with NUL", "bad-43", `{"language":"python3","code":"a\u0000"}`, job.ReasonInvalidCode},
+		{"file mode with setuid", "bad-44", ok(`,"files":[{"path":"a","content":"","mode":2541}]`), job.ReasonInvalidFiles},
+		{"same file twice", "bad-45", ok(`,"files":[{"path":"a","content":""},{"path":"./a","content":""}]`), job.ReasonInvalidPath},
+	}
+}
+
+// UnreadableIDs are Nats-Msg-Id values (or none) that cannot name a job; such messages are
+// recorded on the rejected subject instead of settled.
+var UnreadableIDs = []struct {
+	Name, ID string
+}{
+	{"no Nats-Msg-Id", ""},
+	{"id with dot", "a.b"},
+	{"id with star", "a*"},
+	{"id with gt", "a>"},
+	{"id with space", "a b"},
+	{"id of 200 characters", strings.Repeat("a", 200)},
+}

@@ -1,0 +1,103 @@
+package job_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/job/jobtest"
+)
+
+func policy() job.Policy {
+	p := job.DefaultPolicy()
+	p.Languages = func(l string) bool { return l == "python3" || l == "nodejs" }
+	return p
+}
+
+func TestDecodeRejects(t *testing.T) {
+	p := policy()
+	for _, c := range jobtest.BadInputs(p.MaxBodyBytes) {
+		t.Run(c.Name, func(t *testing.T) {
+			_, _, err := job.Decode([]byte(c.Body), c.ID, p)
+			var re *job.RejectError
+			if !errors.As(err, &re) {
+				t.Fatalf("Decode() error = %v, want a RejectError", err)
+			}
+			if re.Reason != c.Reason {
+				t.Errorf("Decode() reason = %s (%s), want %s", re.Reason, re.Detail, c.Reason)
+			}
+		})
+	}
+	for _, c := range jobtest.UnreadableIDs {
+		t.Run(c.Name, func(t *testing.T) {
+			_, _, err := job.Decode([]byte(`{"language":"python3","code":"x"}`), c.ID, p)
+			var re *job.RejectError
+			if !errors.As(err, &re) || re.Reason != job.ReasonInvalidID {
+				t.Errorf("Decode() error = %v, want invalid_id", err)
+			}
+		})
+	}
+}
+
+func TestDecodeAccepts(t *testing.T) {
+	p := policy()
+	cases := []struct {
+		name, body string
+		check      func(t *testing.T, r job.Request, b job.Bounds)
+	}{
+		{"minimal takes defaults", `{"language":"python3","code":"print(1)"}`, func(t *testing.T, r job.Request, b job.Bounds) {
+			if b != p.Default || r.ID != "ok-1" {
+				t.Errorf("bounds = %+v id %q, want the defaults and the message id", b, r.ID)
+			}
+		}},
+		{"limits at the maximum", `{"language":"nodejs","code":"x","limits":{"timeout_ms":300000,"pids":512}}`, func(t *testing.T, r job.Request, b job.Bounds) {
+			if b.Timeout != p.Max.Timeout || b.Pids != 512 {
+				t.Errorf("bounds = %+v", b)
+			}
+		}},
+		{"body at the limit", `{"language":"python3","code":"x","stdin":"` + strings.Repeat("a", p.MaxBodyBytes-48) + `"}`, nil},
+		{"everything", `{"id":"ok-1","language":"python3","code":"x","preload":"y","stdin":"z","env":{"A_1":"v"},` +
+			`"files":[{"path":"d/in.csv","content":"aGk=","mode":420}],"deadline":"2030-01-01T00:00:00Z","labels":{"t":"a"}}`,
+			func(t *testing.T, r job.Request, _ job.Bounds) {
+				if string(r.Files[0].Content) != "hi" || r.Env["A_1"] != "v" || r.Deadline.Year() != 2030 {
+					t.Errorf("request = %+v", r)
+				}
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if len(c.body) > p.MaxBodyBytes {
+				t.Fatalf("test body is %d bytes, over the limit", len(c.body))
+			}
+			r, b, err := job.Decode([]byte(c.body), "ok-1", p)
+			if err != nil {
+				t.Fatalf("Decode() error = %v", err)
+			}
+			if c.check != nil {
+				c.check(t, r, b)
+			}
+		})
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	p := policy()
+	for _, c := range jobtest.BadInputs(1 << 16) {
+		f.Add([]byte(c.Body), c.ID)
+	}
+	f.Add([]byte(`{"language":"python3","code":"print(1)"}`), "seed")
+	f.Fuzz(func(t *testing.T, body []byte, id string) {
+		r, _, err := job.Decode(body, id, p)
+		if err != nil {
+			var re *job.RejectError
+			if !errors.As(err, &re) || re.Reason == "" {
+				t.Fatalf("Decode() error = %v, want a RejectError with a reason", err)
+			}
+			return
+		}
+		if r.ID != id || !job.ValidID(r.ID) || r.Code == "" || !p.Languages(r.Language) {
+			t.Fatalf("Decode() accepted %+v", r)
+		}
+	})
+}
