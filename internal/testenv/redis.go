@@ -108,3 +108,12 @@ func FreePort(t testing.TB) int {
 	}
 	return p
 }
+
+// FreePortNumber returns a loopback TCP port that was free a moment ago, or panics; for TestMain.
+func FreePortNumber() int {
+	p, err := freePort()
+	if err != nil {
+		panic(err)
+	}
+	return p
+}

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runfleet/runfleet/internal/testenv"
+)
+
+// natsURL is a real JetStream with a real worker process behind it, shared by the tests.
+var natsURL string
+
+func TestMain(m *testing.M) {
+	os.Exit(func() int {
+		if os.Geteuid() != 0 {
+			fmt.Fprintln(os.Stderr, "submit tests: the worker needs root; skipping")
+			if testenv.InCI() {
+				return 1
+			}
+			return 0
+		}
+		dir, err := os.MkdirTemp("", "runfleet-submit-")
+		if err != nil {
+			panic(err)
+		}
+		defer os.RemoveAll(dir)
+		bin := filepath.Join(dir, "worker")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/runfleet/runfleet/cmd/worker").CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "build worker: %v\n%s", err, out)
+			return 1
+		}
+		port := testenv.FreePortNumber()
+		natsURL = fmt.Sprintf("nats://127.0.0.1:%d", port)
+		w := exec.Command(bin, "--dev", "--nats-url", natsURL, "--listen", "127.0.0.1:0", "--concurrency", "2")
+		log := &lockedBuffer{}
+		w.Stderr = log
+		if err := w.Start(); err != nil {
+			panic(err)
+		}
+		defer func() {
+			_ = w.Process.Kill()
+			_ = w.Wait()
+		}()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(log.String(), `"worker started"`) {
+			if time.Now().After(deadline) {
+				fmt.Fprintf(os.Stderr, "worker did not start:\n%s", log.String())
+				return 1
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return m.Run()
+	}())
+}
+
+type call struct {
+	code           int
+	stdout, stderr string
+}
+
+func submit(t *testing.T, stdin string, args ...string) call {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := func(k string) string {
+		if k == "RUNFLEET_NATS_URL" {
+			return natsURL
+		}
+		return ""
+	}
+	code := run(make(chan os.Signal), args, env, strings.NewReader(stdin), &out, &errb)
+	return call{code, out.String(), errb.String()}
+}
+
+func TestExitCodesAndStreams(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "hello.js")
+	if err := os.WriteFile(script, []byte("console.log('from file'); console.error('to stderr')"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data.txt")
+	if err := os.WriteFile(data, []byte("file content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name           string
+		stdin          string
+		args           []string
+		code           int
+		stdout, stderr string // substrings
+	}{
+		{name: "python prints", args: []string{"--lang", "python3", "--code", "print(6*7)"}, code: 0, stdout: "42\n"},
+		{name: "node prints", args: []string{"--lang", "nodejs", "--code", "console.log(6*7)"}, code: 0, stdout: "42\n"},
+		{name: "code from stdin exits 3", stdin: "import sys; sys.exit(3)", args: []string{"--lang", "python3", "-"}, code: 3},
+		{name: "file with language guessed", args: []string{script}, code: 0, stdout: "from file\n", stderr: "to stderr\n"},
+		{name: "stdin env and files", args: []string{"--lang", "python3", "--stdin", "in", "--env", "K=v", "--file", data + ":d/x.txt",
+			"--code", "import os,sys; print(sys.stdin.read(), os.environ['K'], open('d/x.txt').read())"}, code: 0, stdout: "in v file content\n"},
+		{name: "timeout is 124", args: []string{"--lang", "python3", "--timeout", "500ms", "--code", "import time; time.sleep(10)"},
+			code: 124, stderr: "timed out"},
+		{name: "rejected is 125", args: []string{"--lang", "cobol", "--code", "x"}, code: 125, stderr: "rejected: unknown_language"},
+		{name: "limit over the maximum is 125", args: []string{"--lang", "python3", "--memory", "100g", "--code", "x"}, code: 125, stderr: "invalid_limits"},
+		{name: "json settlement", args: []string{"--json", "--lang", "python3", "--code", "print(1)"}, code: 0, stdout: `"status": "succeeded"`},
+		{name: "no code", args: []string{"--lang", "python3"}, code: 125, stderr: "no code"},
+		{name: "no language", args: []string{"--code", "x"}, code: 125, stderr: "no language"},
+		{name: "bad env flag", args: []string{"--lang", "python3", "--env", "novalue", "--code", "x"}, code: 125, stderr: "want K=V"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got := submit(t, c.stdin, c.args...)
+			if got.code != c.code || !strings.Contains(got.stdout, c.stdout) || !strings.Contains(got.stderr, c.stderr) {
+				t.Errorf("submit %v = exit %d, stdout %q, stderr %q; want exit %d, stdout ∋ %q, stderr ∋ %q",
+					c.args, got.code, got.stdout, got.stderr, c.code, c.stdout, c.stderr)
+			}
+		})
+	}
+}
+
+func TestNoWaitThenWatch(t *testing.T) {
+	got := submit(t, "", "--no-wait", "--lang", "python3", "--code", "print('later')")
+	id := strings.TrimSpace(got.stdout)
+	if got.code != 0 || id == "" {
+		t.Fatalf("submit --no-wait = %d %q %q", got.code, got.stdout, got.stderr)
+	}
+	for range 2 { // a running or finished job, then the same again: replay is repeatable
+		w := submit(t, "", "watch", id)
+		if w.code != 0 || w.stdout != "later\n" {
+			t.Errorf("watch %s = %d %q %q; want 0 %q", id, w.code, w.stdout, w.stderr, "later\n")
+		}
+	}
+}
+
+func TestCancel(t *testing.T) {
+	got := submit(t, "", "--no-wait", "--lang", "python3", "--code", "import time; print('up', flush=True); time.sleep(30)")
+	id := strings.TrimSpace(got.stdout)
+	time.Sleep(time.Second)
+	if c := submit(t, "", "cancel", id); c.code != 0 {
+		t.Fatalf("cancel = %d %q", c.code, c.stderr)
+	}
+	w := submit(t, "", "watch", id)
+	if w.code != 125 || !strings.Contains(w.stderr, "cancelled") {
+		t.Errorf("watch after cancel = %d %q; want 125 and a line saying cancelled", w.code, w.stderr)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
