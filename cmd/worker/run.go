@@ -151,6 +151,10 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		if err != nil {
 			return fmt.Errorf("--provider namespace: %w", err)
 		}
+		defer p.Close()
+		if p.Reaped > 0 {
+			log.Warn("removed cgroups left by dead workers", "count", p.Reaped)
+		}
 		provider, profiles = p, profile.Builtin(c.rootfs, "")
 	case "docker":
 		p, err := docker.New(startCtx, docker.Options{Fleet: c.prefix, DispatchLog: dlog, Logger: log})

@@ -32,6 +32,7 @@ func BenchmarkTrivialJob(b *testing.B) {
 		if err != nil {
 			testenv.Missing(b, "namespace provider: %v", err)
 		}
+		b.Cleanup(func() { _ = p.Close() })
 		payload, _ := profile.Payload(job.Request{Code: "pass"})
 		var ds []time.Duration
 		for b.Loop() {

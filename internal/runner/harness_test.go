@@ -64,6 +64,7 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	if err != nil {
 		testenv.Missing(t, "namespace provider: %v", err)
 	}
+	t.Cleanup(func() { _ = p.Close() })
 	nc := f.nats.Conn()
 	js, err := jetstream.New(nc)
 	if err != nil {

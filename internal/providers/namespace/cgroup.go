@@ -34,6 +34,8 @@ type stats struct {
 type cgroups interface {
 	create(name string, l limits) (cgroup, error)
 	version() string
+	// dirs are this instance's parent directories, one per hierarchy.
+	dirs() []string
 }
 
 type cgroup interface {
@@ -132,13 +134,13 @@ func rmdirRetry(dir string) error {
 
 // cgroupsV1 places each sandbox in the memory, pids, cpu and cpuacct hierarchies.
 type cgroupsV1 struct {
-	dirs map[string]string // controller → <mount>/<parent>
+	dir map[string]string // controller → <mount>/<parent>
 }
 
 var v1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
 func newCgroupsV1(root, parent string) (*cgroupsV1, error) {
-	c := &cgroupsV1{dirs: map[string]string{}}
+	c := &cgroupsV1{dir: map[string]string{}}
 	for _, ctrl := range v1Controllers {
 		mount := filepath.Join(root, ctrl)
 		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); err != nil {
@@ -148,17 +150,25 @@ func newCgroupsV1(root, parent string) (*cgroupsV1, error) {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v1 %s: %w", ctrl, err)
 		}
-		c.dirs[ctrl] = dir
+		c.dir[ctrl] = dir
 	}
 	return c, nil
 }
 
 func (c *cgroupsV1) version() string { return "v1" }
 
+func (c *cgroupsV1) dirs() []string {
+	out := make([]string, 0, len(c.dir))
+	for _, d := range c.dir {
+		out = append(out, d)
+	}
+	return out
+}
+
 func (c *cgroupsV1) create(name string, l limits) (cgroup, error) {
 	g := &cgroupV1{dirs: map[string]string{}}
 	for _, ctrl := range v1Controllers {
-		dir := filepath.Join(c.dirs[ctrl], name)
+		dir := filepath.Join(c.dir[ctrl], name)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			_ = g.remove()
 			return nil, fmt.Errorf("cgroup %s: %w", ctrl, err)
@@ -240,6 +250,8 @@ func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A worker already moved into its leaf counts from the leaf's parent.
+	own = strings.TrimSuffix(own, "/"+workerLeaf)
 	base := filepath.Join(root, own)
 	ctrls, err := os.ReadFile(filepath.Join(base, "cgroup.controllers"))
 	if err != nil {
@@ -251,7 +263,7 @@ func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
 		}
 	}
 	if own != "/" {
-		leaf := filepath.Join(base, parent+"-worker")
+		leaf := filepath.Join(base, workerLeaf)
 		if err := os.MkdirAll(leaf, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v2 leaf: %w", err)
 		}
@@ -259,18 +271,23 @@ func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
 			return nil, fmt.Errorf("move worker into %s: %w", leaf, err)
 		}
 	}
-	if err := writeFile(filepath.Join(base, "cgroup.subtree_control"), "+memory +pids +cpu"); err != nil {
-		return nil, fmt.Errorf("enable controllers in %s: %w", base, err)
-	}
-	dir := filepath.Join(base, parent)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cgroup v2: %w", err)
-	}
-	if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+memory +pids +cpu"); err != nil {
-		return nil, fmt.Errorf("enable controllers in %s: %w", dir, err)
+	// Every cgroup from base down to the sandboxes' parent hands the controllers on.
+	dir := base
+	for _, part := range append([]string{""}, strings.Split(parent, "/")...) {
+		dir = filepath.Join(dir, part)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("cgroup v2: %w", err)
+		}
+		if err := writeFile(filepath.Join(dir, "cgroup.subtree_control"), "+memory +pids +cpu"); err != nil {
+			return nil, fmt.Errorf("enable controllers in %s: %w", dir, err)
+		}
 	}
 	return &cgroupsV2{dir: dir}, nil
 }
+
+// workerLeaf is the cgroup v2 leaf the worker moves itself into: cgroup v2 enables controllers
+// for children only of a cgroup that holds no processes itself.
+const workerLeaf = "runfleet-worker"
 
 func ownCgroupV2() (string, error) {
 	b, err := os.ReadFile("/proc/self/cgroup")
@@ -286,6 +303,8 @@ func ownCgroupV2() (string, error) {
 }
 
 func (c *cgroupsV2) version() string { return "v2" }
+
+func (c *cgroupsV2) dirs() []string { return []string{c.dir} }
 
 func (c *cgroupsV2) create(name string, l limits) (cgroup, error) {
 	dir := filepath.Join(c.dir, name)
@@ -340,3 +359,48 @@ func (g *cgroupV2) kill() error {
 }
 
 func (g *cgroupV2) remove() error { return rmdirRetry(g.dir) }
+
+// instanceDir names one provider's parent cgroup: the process id tells a reaper whether its
+// owner still lives.
+func instanceDir(pid int, n int64) string { return fmt.Sprintf("p%d-%d", pid, n) }
+
+// removeTree kills what is left in dir's child cgroups and removes them and dir.
+func removeTree(dir string) error {
+	children, _ := os.ReadDir(dir)
+	var errs []error
+	for _, c := range children {
+		if !c.IsDir() {
+			continue
+		}
+		sub := filepath.Join(dir, c.Name())
+		errs = append(errs, killAll(filepath.Join(sub, "cgroup.procs")), rmdirRetry(sub))
+	}
+	errs = append(errs, rmdirRetry(dir))
+	return errors.Join(errs...)
+}
+
+// reapDead removes the instance cgroups under each parent whose owning process is gone: what a
+// crashed worker's sandboxes left (the kernel killed their processes with the worker).
+func reapDead(parents []string) (int, error) {
+	n := 0
+	var errs []error
+	for _, parent := range parents {
+		entries, _ := os.ReadDir(parent)
+		for _, e := range entries {
+			var pid int
+			var k int64
+			if _, err := fmt.Sscanf(e.Name(), "p%d-%d", &pid, &k); err != nil || !e.IsDir() {
+				continue
+			}
+			if syscall.Kill(pid, 0) == nil || pid == os.Getpid() {
+				continue
+			}
+			if err := removeTree(filepath.Join(parent, e.Name())); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
+}

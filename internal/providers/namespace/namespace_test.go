@@ -24,6 +24,11 @@ func TestConformance(t *testing.T) {
 	if err != nil {
 		testenv.Missing(t, "namespace provider: %v", err)
 	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close() error = %v", err)
+		}
+	})
 	providertest.Run(t, providertest.Env{
 		Provider:      p,
 		Profiles:      profile.Builtin(testenv.RootFS(t), ""),
@@ -31,8 +36,8 @@ func TestConformance(t *testing.T) {
 		MeasuresUsage: true,
 		Leftovers: func(t *testing.T, id string) string {
 			for _, ctrl := range []string{"memory", "pids", "cpu"} {
-				if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", ctrl, "runfleet-test", id)); err == nil {
-					return "cgroup " + ctrl + "/" + id
+				if m, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", ctrl, "runfleet-test", "*", id)); len(m) > 0 {
+					return "cgroup " + m[0]
 				}
 			}
 			return ""
@@ -47,6 +52,7 @@ func BenchmarkCycle(b *testing.B) {
 	if err != nil {
 		testenv.Missing(b, "namespace provider: %v", err)
 	}
+	b.Cleanup(func() { _ = p.Close() })
 	providertest.BenchCycle(b, providertest.Env{Provider: p, Profiles: profile.Builtin(testenv.RootFS(b), "")},
 		[]string{"/usr/bin/python3", "-I", "-c", "pass"})
 }

@@ -47,6 +47,9 @@ type Provider struct {
 
 	mu   sync.Mutex
 	uids map[int]bool // in use
+
+	// Reaped is how many parent cgroups of dead workers New removed.
+	Reaped int
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -62,7 +65,15 @@ func New(o Options) (*Provider, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("namespace provider needs root (to make cgroups and switch to sandbox uids): %w", sandbox.ErrUnsupported)
 	}
-	cg, err := detectCgroups(o.CgroupRoot, o.CgroupName)
+	top, err := detectCgroups(o.CgroupRoot, o.CgroupName)
+	if err != nil {
+		return nil, err
+	}
+	reaped, err := reapDead(top.dirs())
+	if err != nil {
+		return nil, fmt.Errorf("reap cgroups of dead workers: %w", err)
+	}
+	cg, err := detectCgroups(o.CgroupRoot, filepath.Join(o.CgroupName, instanceDir(os.Getpid(), instances.Add(1))))
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +87,19 @@ func New(o Options) (*Provider, error) {
 	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir: %w", err)
 	}
-	return &Provider{o: o, cg: cg, uids: map[int]bool{}}, nil
+	return &Provider{o: o, cg: cg, uids: map[int]bool{}, Reaped: reaped}, nil
+}
+
+// instances numbers the providers of this process, so each has its own parent cgroup.
+var instances atomic.Int64
+
+// Close removes this provider's parent cgroups. Sandboxes must be destroyed first.
+func (p *Provider) Close() error {
+	var errs []error
+	for _, d := range p.cg.dirs() {
+		errs = append(errs, removeTree(d))
+	}
+	return errors.Join(errs...)
 }
 
 // Name is "namespace".

@@ -1,0 +1,145 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/runfleet/runfleet/internal/testenv"
+	"github.com/runfleet/runfleet/job"
+)
+
+// TestGracefulShutdown sends SIGTERM with jobs in flight: the worker exits 0 once the grace period
+// is over, the jobs settle failed/worker_shutdown, and no sandbox or lease is left behind.
+func TestGracefulShutdown(t *testing.T) {
+	f := newFleet(t)
+	w := f.start("draining", "--grace", "1s")
+	ids := []string{
+		f.submit(job.Request{Language: "python3", Code: "import time; print('long', flush=True); time.sleep(60)"}),
+		f.submit(job.Request{Language: "nodejs", Code: "console.log('long'); setTimeout(() => {}, 60000)"}),
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(f.dispatches()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.signal(syscall.SIGTERM)
+	w.exited(t, 15*time.Second)
+	if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("worker exit code = %d, want 0", code)
+	}
+	for _, id := range ids {
+		st := f.settlement(id, 5*time.Second)
+		if st.Status != job.StatusFailed || st.Reason != job.ReasonWorkerShutdown || !st.SandboxDestroyed {
+			t.Errorf("job %s settled %s/%s destroyed=%v, want failed/worker_shutdown, destroyed", id, st.Status, st.Reason, st.SandboxDestroyed)
+		}
+	}
+	if left, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/pids/runfleet/p%d-*", w.cmd.Process.Pid)); len(left) > 0 {
+		t.Errorf("sandbox cgroups left behind: %v", left)
+	}
+	if keys, err := f.redis.Client().Keys(context.Background(), "runfleet:lease:*").Result(); err != nil || len(keys) > 0 {
+		t.Errorf("leases left behind: %v %v", keys, err)
+	}
+}
+
+// TestRestartedWorkerPicksUp stops a worker and starts another: jobs stored meanwhile run.
+func TestRestartedWorkerPicksUp(t *testing.T) {
+	f := newFleet(t)
+	w := f.start("first")
+	if st := f.settlement(f.submit(job.Request{Language: "python3", Code: "print(1)"}), 30*time.Second); st.Status != job.StatusSucceeded {
+		t.Fatalf("first job %s", st.Status)
+	}
+	w.signal(syscall.SIGTERM)
+	w.exited(t, 15*time.Second)
+	id := f.submit(job.Request{Language: "python3", Code: "print(2)"})
+	f.start("second")
+	if st := f.settlement(id, 30*time.Second); st.Status != job.StatusSucceeded || st.Worker != "second" {
+		t.Errorf("job stored while no worker ran settled %s by %s", st.Status, st.Worker)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitStatus(t *testing.T, url string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, body := get(t, url)
+		if code == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s = %d %q, want %d", url, code, body, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestMetricsAndReadiness scrapes /metrics as jobs run, and watches /readyz flip when Redis is
+// gone and come back with it.
+func TestMetricsAndReadiness(t *testing.T) {
+	f := newFleet(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	f.start("observed", "--listen", addr)
+	base := "http://" + addr
+	waitStatus(t, base+"/readyz", 200)
+	if code, _ := get(t, base+"/healthz"); code != 200 {
+		t.Errorf("/healthz = %d", code)
+	}
+	for range 3 {
+		f.settlement(f.submit(job.Request{Language: "python3", Code: "print(1)"}), 30*time.Second)
+	}
+	f.settlement(f.submit(job.Request{Language: "python3", Code: "import sys; sys.exit(2)"}), 30*time.Second)
+	_, body := get(t, base+"/metrics")
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	settled := map[string]float64{}
+	for _, m := range families["runfleet_jobs_settled_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "status" {
+				settled[l.GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "job_id" {
+				t.Errorf("a metric is labelled with the job id")
+			}
+		}
+	}
+	if settled["succeeded"] != 3 || settled["failed"] != 1 {
+		t.Errorf("runfleet_jobs_settled_total by status = %v, want succeeded 3, failed 1", settled)
+	}
+	for _, name := range []string{"runfleet_dispatches_total", "runfleet_jobs_claimed_total", "runfleet_queue_wait_seconds",
+		"runfleet_publish_to_settlement_seconds", "runfleet_slots_free", "runfleet_jobs_running"} {
+		if families[name] == nil {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	f.redis.Stop()
+	waitStatus(t, base+"/readyz", 503)
+	f.redis.Restart()
+	waitStatus(t, base+"/readyz", 200)
+	if st := f.settlement(f.submit(job.Request{Language: "python3", Code: "print('after')"}), 30*time.Second); st.Status != job.StatusSucceeded {
+		t.Errorf("job after Redis came back settled %s", st.Status)
+	}
+}
