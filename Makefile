@@ -5,7 +5,7 @@ IMAGE   ?= runfleet-sandbox:latest
 export RUNFLEET_TEST_ROOTFS ?= $(ROOTFS)
 export RUNFLEET_TEST_IMAGE  ?= $(IMAGE)
 
-.PHONY: help build demo test deps deps-demo image lint unit bench chaos clean
+.PHONY: help build demo test deps deps-demo image lint unit bench fuzz chaos clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,7 +36,10 @@ unit: ## the suite alone, with the race detector, on what is installed
 bench: build ## every benchmark once, so they keep compiling and running
 	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 10m ./...
 
-test: deps lint build unit bench ## set up what is missing, then lint, the whole suite and every benchmark once
+fuzz: ## the request decoder's fuzz target, briefly
+	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./job/
+
+test: deps lint build unit bench fuzz ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz
 
 chaos: deps build ## 3 workers, 500 jobs, a worker killed every few seconds; prints lost/duplicate counts
 	RUNFLEET_CHAOS_JOBS=500 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./internal/e2e/

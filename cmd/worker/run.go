@@ -143,6 +143,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 
 	dlog := sandbox.DispatchLog{Path: c.dispatchLog}
+	reap := func(context.Context) {}
 	var provider sandbox.Provider
 	var profiles profile.Set
 	switch c.provider {
@@ -166,6 +167,13 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		if profiles, err = p.Resolve(startCtx, profiles); err != nil {
 			return fmt.Errorf("--provider docker: %w", err)
 		}
+		reap = func(ctx context.Context) {
+			// No job outlives the largest timeout, so an older container's worker is gone.
+			if _, err := p.Reap(ctx, c.id, c.maxTimeout+time.Minute); err != nil {
+				log.Warn("reap containers", "err", err)
+			}
+		}
+		reap(startCtx)
 	default:
 		return fmt.Errorf("--provider %q: want docker or namespace", c.provider)
 	}
@@ -221,6 +229,18 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		}
 	})
 	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, profiles, r) })
+	bg.Go(func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				reap(ctx)
+			}
+		}
+	})
 	bg.Go(func() {
 		select {
 		case sig := <-sigs:
