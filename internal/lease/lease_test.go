@@ -7,10 +7,13 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/testenv"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newStore(t *testing.T) (*lease.Store, *redis.Client) {
 	srv := testenv.StartRedis(t)

@@ -3,13 +3,13 @@ package runner_test
 import (
 	"context"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/lease"
@@ -23,7 +23,7 @@ import (
 
 func TestMain(m *testing.M) {
 	namespace.Init()
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // fleet is a real JetStream, a real Redis, and runners on the namespace provider.

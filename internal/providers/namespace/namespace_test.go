@@ -1,7 +1,7 @@
 package namespace_test
 
 import (
-	"os"
+	"go.uber.org/goleak"
 	"path/filepath"
 	"testing"
 
@@ -13,7 +13,7 @@ import (
 
 func TestMain(m *testing.M) {
 	namespace.Init()
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 func TestConformance(t *testing.T) {
