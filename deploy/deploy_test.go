@@ -1,0 +1,133 @@
+// Package deploy_test loads the deployment files with real parsers: the compose file with the
+// Compose specification's own loader, and every Kubernetes manifest strictly into the
+// k8s.io/api types, so that a typo or an unknown field fails here and not at deploy time.
+package deploy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/cli"
+	"github.com/compose-spec/compose-go/v2/types"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func TestComposeFile(t *testing.T) {
+	opts, err := cli.NewProjectOptions([]string{"compose.yaml"}, cli.WithWorkingDirectory("."), cli.WithName("runfleet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := opts.LoadProject(t.Context())
+	if err != nil {
+		t.Fatalf("load compose.yaml: %v", err)
+	}
+	for _, name := range []string{"nats", "redis", "worker", "sandbox-image"} {
+		if _, err := p.GetService(name); err != nil {
+			t.Errorf("service %s: %v", name, err)
+		}
+	}
+	w, _ := p.GetService("worker")
+	if w.Environment["RUNFLEET_PROVIDER"] == nil || *w.Environment["RUNFLEET_PROVIDER"] != "docker" {
+		t.Errorf("worker provider = %v, want docker", w.Environment["RUNFLEET_PROVIDER"])
+	}
+	if !slices.ContainsFunc(w.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == "/var/run/docker.sock" }) {
+		t.Errorf("worker does not mount the Docker socket")
+	}
+	r, _ := p.GetService("redis")
+	if !slices.Contains(r.Command, "--appendonly") {
+		t.Errorf("redis command %v lacks AOF", r.Command)
+	}
+}
+
+// decodeStrict turns one YAML document into v, refusing unknown fields.
+func decodeStrict(doc []byte, v any) error {
+	j, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	files, _ := filepath.Glob("kubernetes/*.yaml")
+	var deployments []appsv1.Deployment
+	kinds := map[string]int{}
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(b), "\n---\n") {
+			var meta struct{ Kind string }
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			var obj any
+			switch meta.Kind {
+			case "Deployment":
+				obj = &appsv1.Deployment{}
+			case "StatefulSet":
+				obj = &appsv1.StatefulSet{}
+			case "Service":
+				obj = &corev1.Service{}
+			case "Namespace":
+				obj = &corev1.Namespace{}
+			case "PodDisruptionBudget":
+				obj = &policyv1.PodDisruptionBudget{}
+			default:
+				t.Errorf("%s: unexpected kind %q", f, meta.Kind)
+				continue
+			}
+			if err := decodeStrict([]byte(doc), obj); err != nil {
+				t.Errorf("%s: %s: %v", f, meta.Kind, err)
+				continue
+			}
+			kinds[meta.Kind]++
+			if d, ok := obj.(*appsv1.Deployment); ok {
+				deployments = append(deployments, *d)
+			}
+		}
+	}
+	if kinds["PodDisruptionBudget"] != 1 || kinds["StatefulSet"] != 2 || len(deployments) != 1 {
+		t.Fatalf("kinds = %v, want a worker Deployment, a PDB, NATS and Redis StatefulSets", kinds)
+	}
+	c := deployments[0].Spec.Template.Spec.Containers[0]
+	port := map[string]int32{}
+	for _, p := range c.Ports {
+		port[p.Name] = p.ContainerPort
+	}
+	listen := ""
+	for _, e := range c.Env {
+		if e.Name == "RUNFLEET_LISTEN" {
+			listen = e.Value
+		}
+	}
+	for name, probe := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil {
+			t.Errorf("%s probe: want an HTTP GET", name)
+			continue
+		}
+		want := map[string]string{"liveness": "/healthz", "readiness": "/readyz"}[name]
+		p := port[probe.HTTPGet.Port.StrVal]
+		if probe.HTTPGet.Path != want || p == 0 || !strings.HasSuffix(listen, ":"+strconv.Itoa(int(p))) {
+			t.Errorf("%s probe = %s on port %v (%d), want %s on the port of RUNFLEET_LISTEN %q", name, probe.HTTPGet.Path, probe.HTTPGet.Port, p, want, listen)
+		}
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Errorf("worker has no resource requests")
+	}
+}
