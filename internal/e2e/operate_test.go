@@ -139,6 +139,10 @@ func TestMetricsAndReadiness(t *testing.T) {
 	waitStatus(t, base+"/readyz", 503)
 	f.redis.Restart()
 	waitStatus(t, base+"/readyz", 200)
+	f.nats.Stop()
+	waitStatus(t, base+"/readyz", 503)
+	f.nats.Restart()
+	waitStatus(t, base+"/readyz", 200)
 	if st := f.settlement(f.submit(job.Request{Language: "python3", Code: "print('after')"}), 30*time.Second); st.Status != job.StatusSucceeded {
 		t.Errorf("job after Redis came back settled %s", st.Status)
 	}

@@ -3,6 +3,7 @@ package runner_test
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -54,6 +55,7 @@ type workerOpts struct {
 	concurrency int
 	ttl         time.Duration
 	policy      func(*job.Policy)
+	profiles    profile.Set // added to the built-in ones
 }
 
 // startWorker runs a runner until the test ends.
@@ -78,9 +80,11 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	if o.policy != nil {
 		o.policy(&policy)
 	}
+	profiles := profile.Builtin(testenv.RootFS(t), "")
+	maps.Copy(profiles, o.profiles)
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
-		Profiles: profile.Builtin(testenv.RootFS(t), ""), SettleWait: 10 * time.Second,
+		Profiles: profiles, SettleWait: 10 * time.Second, MaxFailures: 3,
 		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 	})
 	claimCtx, stop := context.WithCancel(context.Background())

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/job"
 	"github.com/runfleet/runfleet/job/jobtest"
 )
@@ -308,4 +309,24 @@ func TestBadInputCorpus(t *testing.T) {
 	if n := f.dispatches(); len(n) != 1 {
 		t.Errorf("dispatches = %v, want only the good job", n)
 	}
+}
+
+// TestPreDispatchFailuresSettleError gives a job a profile whose sandbox cannot start: each try
+// is counted in the record, retried with backoff, and after MaxFailures the job settles error
+// without ever being dispatched.
+func TestPreDispatchFailuresSettleError(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{profiles: profile.Set{"broken": {Name: "broken", Interpreter: []string{"/nonexistent/python"}}}})
+	start := time.Now()
+	r := f.run(job.Request{Language: "broken", Code: "print(1)"})
+	if r.st.Status != job.StatusError || r.st.Reason != job.ReasonInfrastructure {
+		t.Errorf("settled %s/%s (%s), want error/infrastructure", r.st.Status, r.st.Reason, r.st.Detail)
+	}
+	if d := f.dispatches(); len(d) != 0 {
+		t.Errorf("dispatches = %v, want none", d)
+	}
+	if r.st.Attempt != 4 {
+		t.Errorf("settled at attempt %d, want 4 (3 failed tries, then the settlement)", r.st.Attempt)
+	}
+	t.Logf("3 failed tries and the settlement took %v", time.Since(start))
 }
