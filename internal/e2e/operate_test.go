@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -107,23 +108,29 @@ func TestMetricsAndReadiness(t *testing.T) {
 		f.settlement(f.submit(job.Request{Language: "python3", Code: "print(1)"}), 30*time.Second)
 	}
 	f.settlement(f.submit(job.Request{Language: "python3", Code: "import sys; sys.exit(2)"}), 30*time.Second)
-	_, body := get(t, base+"/metrics")
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parse /metrics: %v", err)
-	}
+	// A settlement is stored before the worker counts it: scrape until the counts arrive.
+	var families map[string]*dto.MetricFamily
 	settled := map[string]float64{}
-	for _, m := range families["runfleet_jobs_settled_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "status" {
-				settled[l.GetValue()] += m.GetCounter().GetValue()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		_, body := get(t, base+"/metrics")
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		var err error
+		if families, err = parser.TextToMetricFamilies(strings.NewReader(body)); err != nil {
+			t.Fatalf("parse /metrics: %v", err)
+		}
+		settled = map[string]float64{}
+		for _, m := range families["runfleet_jobs_settled_total"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "status":
+					settled[l.GetValue()] += m.GetCounter().GetValue()
+				case "job_id":
+					t.Fatalf("a metric is labelled with the job id")
+				}
 			}
 		}
-		for _, l := range m.GetLabel() {
-			if l.GetName() == "job_id" {
-				t.Errorf("a metric is labelled with the job id")
-			}
+		if settled["succeeded"] == 3 && settled["failed"] == 1 {
+			break
 		}
 	}
 	if settled["succeeded"] != 3 || settled["failed"] != 1 {

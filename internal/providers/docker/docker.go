@@ -210,17 +210,8 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 		return exit, err
 	}
 	start := time.Now()
-	var timedOut, killed atomic.Bool
-	timer := time.AfterFunc(cmp.Or(s.spec.Timeout, time.Minute), func() {
-		timedOut.Store(true)
-		s.kill()
-	})
-	defer timer.Stop()
-	stop := context.AfterFunc(ctx, func() {
-		killed.Store(true)
-		s.kill()
-	})
-	defer stop()
+	guard := sandbox.Watch(ctx, s.spec.Timeout, s.kill)
+	defer guard.Stop()
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -229,10 +220,7 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 	})
 	// The kill runs beside the demultiplexer: the daemon finishes a kill only once the attached
 	// streams drain, and the demultiplexer is what drains them.
-	out := &killOnError{w: stdout, onErr: func() {
-		killed.Store(true)
-		wg.Go(s.kill)
-	}}
+	out := &killOnError{w: stdout, onErr: func() { wg.Go(guard.Kill) }}
 	errw := &killOnError{w: stderr, onErr: out.onErr}
 	_, _ = stdcopy.StdCopy(out, errw, s.attach.Reader)
 	var waitErr error
@@ -256,7 +244,7 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 	if exit.Code > 128 && exit.Code < 128+65 {
 		exit.Signal = unix.SignalName(unix.Signal(exit.Code - 128))
 	}
-	exit.TimedOut, exit.Killed = timedOut.Load(), killed.Load()
+	guard.Mark(&exit)
 	return exit, nil
 }
 

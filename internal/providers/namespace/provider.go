@@ -263,17 +263,8 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 		return exit, err
 	}
 	start := time.Now()
-	var timedOut, killed atomic.Bool
-	timer := time.AfterFunc(cmp.Or(s.spec.Timeout, time.Minute), func() {
-		timedOut.Store(true)
-		s.kill()
-	})
-	defer timer.Stop()
-	stop := context.AfterFunc(ctx, func() {
-		killed.Store(true)
-		s.kill()
-	})
-	defer stop()
+	guard := sandbox.Watch(ctx, s.spec.Timeout, s.kill)
+	defer guard.Stop()
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -286,8 +277,7 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 			n, err := src.Read(buf)
 			if n > 0 {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
-					killed.Store(true)
-					s.kill()
+					guard.Kill()
 					_, _ = io.Copy(io.Discard, src)
 					return
 				}
@@ -312,7 +302,7 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 	}
 	st := s.cg.stats()
 	exit.OOM, exit.Usage.CPU, exit.Usage.MaxRSS = st.oom, st.cpu, st.maxRSS
-	exit.TimedOut, exit.Killed = timedOut.Load(), killed.Load()
+	guard.Mark(&exit)
 	return exit, nil
 }
 
