@@ -165,3 +165,52 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+func TestCtrlC(t *testing.T) {
+	env := func(k string) string {
+		if k == "RUNFLEET_NATS_URL" {
+			return natsURL
+		}
+		return ""
+	}
+	cases := []struct {
+		name    string
+		signals int
+		stderr  []string
+	}{
+		{"once cancels and waits", 1, []string{"cancelling job", "cancelled"}},
+		{"twice stops waiting", 2, []string{"cancelling job", "submit watch "}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sigs := make(chan os.Signal, 2)
+			var out, errb lockedBuffer
+			done := make(chan int)
+			go func() {
+				done <- run(sigs, []string{"--lang", "python3", "--code", "import time; print('up', flush=True); time.sleep(30)"},
+					env, strings.NewReader(""), &out, &errb)
+			}()
+			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "up"); time.Sleep(20 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("job did not start: %q %q", out.String(), errb.String())
+				}
+			}
+			for range c.signals { // back to back: the second comes before the settlement
+				sigs <- os.Interrupt
+			}
+			select {
+			case code := <-done:
+				if code != 125 {
+					t.Errorf("exit code = %d, want 125", code)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("submit did not return after Ctrl-C")
+			}
+			for _, want := range c.stderr {
+				if !strings.Contains(errb.String(), want) {
+					t.Errorf("stderr = %q, want it to say %q", errb.String(), want)
+				}
+			}
+		})
+	}
+}

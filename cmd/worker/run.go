@@ -169,7 +169,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		}
 		reap = func(ctx context.Context) {
 			// No job outlives the largest timeout, so an older container's worker is gone.
-			if _, err := p.Reap(ctx, c.id, c.maxTimeout+time.Minute); err != nil {
+			if _, err := p.Reap(ctx, c.id, c.maxTimeout+time.Minute, leases.Held); err != nil {
 				log.Warn("reap containers", "err", err)
 			}
 		}

@@ -158,6 +158,13 @@ func (s *Store) Lookup(ctx context.Context, id string) (Record, error) {
 	return Record(m), nil
 }
 
+// Held reports whether job id has a live lease. An error counts as held, so that a caller
+// deciding what to remove errs on the side of keeping.
+func (s *Store) Held(ctx context.Context, id string) bool {
+	n, err := s.rdb.Exists(ctx, s.leaseKey(id)).Result()
+	return err != nil || n == 1
+}
+
 // Lease is one generation's hold on a job.
 type Lease struct {
 	s          *Store

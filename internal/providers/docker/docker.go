@@ -296,10 +296,11 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 	return nil
 }
 
-// Reap removes this fleet's containers that no live provider owns: those of this provider that it
-// no longer tracks, and any created more than olderThan ago (no job outlives its timeout, so such
-// a container belongs to a worker that died). It returns how many it removed.
-func (p *Provider) Reap(ctx context.Context, worker string, olderThan time.Duration) (int, error) {
+// Reap removes this fleet's containers that no live worker owns: those labelled with this
+// worker that it no longer tracks, those whose job's lease is gone (leased reports it; the
+// provider does not know where leases live), and any created more than olderThan ago, since no
+// job outlives its timeout. It returns how many it removed.
+func (p *Provider) Reap(ctx context.Context, worker string, olderThan time.Duration, leased func(ctx context.Context, jobID string) bool) (int, error) {
 	list, err := p.c.ContainerList(ctx, client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", LabelFleet+"="+p.o.Fleet)})
 	if err != nil {
@@ -313,7 +314,9 @@ func (p *Provider) Reap(ctx context.Context, worker string, olderThan time.Durat
 		p.mu.Unlock()
 		old := time.Since(time.Unix(c.Created, 0)) > olderThan
 		mine := c.Labels[LabelWorker] == worker
-		if live || !(old || mine) {
+		// A container younger than a minute may belong to a job whose lease is being taken now.
+		orphan := time.Since(time.Unix(c.Created, 0)) > time.Minute && leased != nil && !leased(ctx, c.Labels[LabelJob])
+		if live || !(old || mine || orphan) {
 			continue
 		}
 		if err := p.remove(ctx, c.ID); err != nil {

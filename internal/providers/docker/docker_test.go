@@ -41,7 +41,7 @@ func TestConformance(t *testing.T) {
 			return strings.TrimSpace(string(out))
 		},
 	})
-	if n, err := p.Reap(ctx, "providertest", 0); err != nil || n != 0 {
+	if n, err := p.Reap(ctx, "providertest", 0, nil); err != nil || n != 0 {
 		t.Errorf("Reap() = %d, %v; want nothing left to reap", n, err)
 	}
 }
