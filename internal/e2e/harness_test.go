@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -226,14 +225,6 @@ func (f *fleet) results(id string) []jetstream.RawStreamMsg {
 		}
 	}
 	return out
-}
-
-func decode(t *testing.T, b []byte) job.Settlement {
-	var st job.Settlement
-	if err := json.Unmarshal(b, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {

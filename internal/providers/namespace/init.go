@@ -39,11 +39,9 @@ func Init() {
 	}
 	status := os.NewFile(4, "status")
 	syscall.CloseOnExec(4)
-	if err := initSandbox(); err != nil {
-		fmt.Fprintf(status, "%v", err)
-		os.Exit(1)
-	}
-	panic("unreachable")
+	// initSandbox returns only when it failed: on success the interpreter replaced this process.
+	fmt.Fprintf(status, "%v", initSandbox())
+	os.Exit(1)
 }
 
 func initSandbox() error {
