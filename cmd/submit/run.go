@@ -98,21 +98,18 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	}
 	req, err := buildRequest(&o, fs.Args(), stdin)
 	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
+		return fail(stderr, err)
 	}
-	c, closeConn, err := connect(o.natsURL, o.prefix)
+	c, nc, err := connect(o.natsURL, o.prefix)
 	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
+		return fail(stderr, err)
 	}
-	defer closeConn()
+	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	sub, err := c.Submit(ctx, o.queue, req)
 	cancel()
 	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
+		return fail(stderr, err)
 	}
 	if sub.Duplicate {
 		fmt.Fprintf(stderr, "submit: job %s was already submitted; following it\n", sub.ID)
@@ -124,7 +121,8 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	return follow(sigs, c, sub.ID, o.json, stdout, stderr)
 }
 
-func connect(url, prefix string) (*runfleet.Client, func(), error) {
+// connect returns a client and its connection; the caller closes the connection.
+func connect(url, prefix string) (*runfleet.Client, *nats.Conn, error) {
 	nc, err := nats.Connect(url, nats.Name("runfleet-submit"), nats.Timeout(5*time.Second))
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (is a worker --dev or nats-server running?)", url, err)
@@ -136,7 +134,13 @@ func connect(url, prefix string) (*runfleet.Client, func(), error) {
 		nc.Close()
 		return nil, nil, err
 	}
-	return c, nc.Close, nil
+	return c, nc, nil
+}
+
+// fail reports err in one line and returns the exit code of submit's own failures.
+func fail(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, "submit:", err)
+	return exitOther
 }
 
 var extLang = map[string]string{".py": "python3", ".js": "nodejs", ".mjs": "nodejs", ".cjs": "nodejs"}
@@ -284,8 +288,7 @@ func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, asJSON bool, s
 		return exitOther
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
+		return fail(stderr, err)
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
+	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/cli"
 	"github.com/runfleet/runfleet/job"
 )
@@ -41,12 +42,11 @@ func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(s
 		fmt.Fprintf(stderr, "usage: submit %s ID\n", name)
 		return exitOther
 	}
-	c, closeConn, err := connect(o.natsURL, o.prefix)
+	c, nc, err := connect(o.natsURL, o.prefix)
 	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
+		return fail(stderr, err)
 	}
-	defer closeConn()
+	defer nc.Close()
 	switch name {
 	case "watch":
 		return follow(sigs, c, fs.Arg(0), o.json, stdout, stderr)
@@ -54,31 +54,19 @@ func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(s
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := c.Cancel(ctx, fs.Arg(0)); err != nil {
-			fmt.Fprintln(stderr, "submit:", err)
-			return exitOther
+			return fail(stderr, err)
 		}
 		fmt.Fprintf(stderr, "submit: cancel of %s stored\n", fs.Arg(0))
 		return 0
 	case "workers":
-		return workers(o, stdout, stderr)
+		return workers(nc, c.Subjects(), stdout, stderr)
 	default:
-		return bench(o, *jobs, *conc, *lang, *code, stdout, stderr)
+		return bench(c, nc, o.queue, *jobs, *conc, *lang, *code, stdout, stderr)
 	}
 }
 
 // workers listens to worker heartbeats for a few seconds and lists the workers heard.
-func workers(o options, stdout, stderr io.Writer) int {
-	nc, err := nats.Connect(o.natsURL)
-	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
-	}
-	defer nc.Close()
-	s, err := job.NewSubjects(o.prefix)
-	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
-	}
+func workers(nc *nats.Conn, s job.Subjects, stdout, stderr io.Writer) int {
 	var mu sync.Mutex
 	seen := map[string]map[string]any{}
 	sub, err := nc.Subscribe(s.Workers(), func(m *nats.Msg) {
@@ -90,8 +78,7 @@ func workers(o options, stdout, stderr io.Writer) int {
 		}
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
+		return fail(stderr, err)
 	}
 	time.Sleep(2500 * time.Millisecond)
 	_ = sub.Unsubscribe()
@@ -114,19 +101,7 @@ func workers(o options, stdout, stderr io.Writer) int {
 
 // bench sends jobs with a bounded number in flight and reports jobs/s and the latency from
 // publish to settlement.
-func bench(o options, n, conc int, lang, code string, stdout, stderr io.Writer) int {
-	nc, err := nats.Connect(o.natsURL)
-	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
-	}
-	defer nc.Close()
-	c, closeConn, err := connect(o.natsURL, o.prefix)
-	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
-	}
-	defer closeConn()
+func bench(c *runfleet.Client, nc *nats.Conn, queue string, n, conc int, lang, code string, stdout, stderr io.Writer) int {
 	s := c.Subjects()
 	var mu sync.Mutex
 	sent := map[string]time.Time{}
@@ -154,8 +129,7 @@ func bench(o options, n, conc int, lang, code string, stdout, stderr io.Writer) 
 		}
 	})
 	if err != nil {
-		fmt.Fprintln(stderr, "submit:", err)
-		return exitOther
+		return fail(stderr, err)
 	}
 	defer sub.Unsubscribe()
 	start := time.Now()
@@ -166,11 +140,10 @@ func bench(o options, n, conc int, lang, code string, stdout, stderr io.Writer) 
 		sent[req.ID] = time.Now()
 		mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.Submit(ctx, o.queue, req)
+		_, err := c.Submit(ctx, queue, req)
 		cancel()
 		if err != nil {
-			fmt.Fprintln(stderr, "submit:", err)
-			return exitOther
+			return fail(stderr, err)
 		}
 	}
 	select {
