@@ -213,6 +213,12 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			return nil
 		},
 		"redis": func(ctx context.Context) error { return rdb.Ping(ctx).Err() },
+		"provider": func(ctx context.Context) error {
+			if p, ok := provider.(interface{ Ready(context.Context) error }); ok {
+				return p.Ready(ctx)
+			}
+			return nil
+		},
 		"draining": func(context.Context) error {
 			draining.Lock()
 			defer draining.Unlock()

@@ -84,6 +84,12 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		seccomp: sc, uid: uid, gid: gid}, nil
 }
 
+// Ready reports whether the daemon answers.
+func (p *Provider) Ready(ctx context.Context) error {
+	_, err := p.c.Ping(ctx, client.PingOptions{})
+	return err
+}
+
 // Close releases the client.
 func (p *Provider) Close() error { return p.c.Close() }
 
