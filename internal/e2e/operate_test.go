@@ -154,3 +154,21 @@ func TestMetricsAndReadiness(t *testing.T) {
 		t.Errorf("job after Redis came back settled %s", st.Status)
 	}
 }
+
+// TestSecondSignalEndsAtOnce: with a long grace period, a second SIGTERM kills the running job
+// now, and it still settles.
+func TestSecondSignalEndsAtOnce(t *testing.T) {
+	f := newFleet(t)
+	w := f.start("impatient", "--grace", "60s")
+	id := f.submit(job.Request{Language: "python3", Code: "import time; time.sleep(60)"})
+	for deadline := time.Now().Add(20 * time.Second); f.dispatches()[id] == 0 && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	w.signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	w.signal(syscall.SIGTERM)
+	w.exited(t, 10*time.Second)
+	if st := f.settlement(id, 5*time.Second); st.Status != job.StatusFailed || st.Reason != job.ReasonWorkerShutdown {
+		t.Errorf("settled %s/%s, want failed/worker_shutdown", st.Status, st.Reason)
+	}
+}
