@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -253,8 +254,10 @@ func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, asJSON bool, s
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	defer close(done)
-	go func() {
+	wg.Go(func() {
 		select {
 		case <-sigs:
 		case <-done:
@@ -272,7 +275,7 @@ func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, asJSON bool, s
 			stop()
 		case <-done:
 		}
-	}()
+	})
 	st, err := c.Watch(ctx, id, func(p runfleet.Page) error {
 		if asJSON {
 			return nil

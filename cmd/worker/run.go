@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -199,8 +200,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	defer stopClaiming()
 	runCtx, killRunning := context.WithCancelCause(ctx)
 	defer killRunning(nil)
-	var draining sync.Mutex
-	isDraining := false
+	var draining atomic.Bool
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.listen, err)
@@ -220,9 +220,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			return nil
 		},
 		"draining": func(context.Context) error {
-			draining.Lock()
-			defer draining.Unlock()
-			if isDraining {
+			if draining.Load() {
 				return errors.New("shutting down")
 			}
 			return nil
@@ -251,9 +249,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		select {
 		case sig := <-sigs:
 			log.Info("signal: stop claiming, let running jobs finish", "signal", sig.String(), "grace", c.grace.String(), "running", r.Running())
-			draining.Lock()
-			isDraining = true
-			draining.Unlock()
+			draining.Store(true)
 			stopClaiming()
 		case <-ctx.Done():
 			return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,11 +22,29 @@ var ErrConflict = errors.New("result conflict")
 type Results struct {
 	js       jetstream.JetStream
 	subjects job.Subjects
+
+	mu      sync.Mutex
+	streams map[string]jetstream.Stream // looked up once: each lookup is a round trip
 }
 
 // NewResults returns the result log of the fleet named by subjects.
 func NewResults(js jetstream.JetStream, subjects job.Subjects) *Results {
-	return &Results{js: js, subjects: subjects}
+	return &Results{js: js, subjects: subjects, streams: map[string]jetstream.Stream{}}
+}
+
+// stream returns the handle of stream name, looking it up on first use only.
+func (r *Results) stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.streams[name]; ok {
+		return s, nil
+	}
+	s, err := r.js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", name, err)
+	}
+	r.streams[name] = s
+	return s, nil
 }
 
 func conflict(err error) bool {
@@ -118,9 +137,9 @@ var ErrNotSettled = errors.New("not settled")
 // Settlement returns job id's stored settlement.
 func (r *Results) Settlement(ctx context.Context, id string) (job.Settlement, error) {
 	var st job.Settlement
-	s, err := r.js.Stream(ctx, r.subjects.ResultsStream())
+	s, err := r.stream(ctx, r.subjects.ResultsStream())
 	if err != nil {
-		return st, fmt.Errorf("results stream: %w", err)
+		return st, err
 	}
 	m, err := s.GetLastMsgForSubject(ctx, r.subjects.Settled(id))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -149,9 +168,9 @@ func (r *Results) Reject(ctx context.Context, rec job.Rejection) error {
 
 // Cancelled reports whether a cancel request for job id is stored.
 func (r *Results) Cancelled(ctx context.Context, id string) (bool, error) {
-	s, err := r.js.Stream(ctx, r.subjects.ControlStream())
+	s, err := r.stream(ctx, r.subjects.ControlStream())
 	if err != nil {
-		return false, fmt.Errorf("control stream: %w", err)
+		return false, err
 	}
 	_, err = s.GetLastMsgForSubject(ctx, r.subjects.Cancel(id))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -64,3 +64,13 @@ func ReadDispatchLog(path string) ([]Dispatch, error) {
 	}
 	return out, sc.Err()
 }
+
+// CountDispatches returns, per job id, how many payloads the log at path records.
+func CountDispatches(path string) (map[string]int, error) {
+	ds, err := ReadDispatchLog(path)
+	out := make(map[string]int, len(ds))
+	for _, d := range ds {
+		out[d.JobID]++
+	}
+	return out, err
+}
