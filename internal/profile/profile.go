@@ -127,10 +127,11 @@ func Load(path string, base Set) (Set, error) {
 // Payload is what the bootstrap reads from stdin, in front of the job's own stdin.
 func Payload(req job.Request) ([]byte, error) {
 	body, err := json.Marshal(struct {
-		Preload string     `json:"preload"`
-		Code    string     `json:"code"`
-		Files   []job.File `json:"files,omitempty"`
-	}{req.Preload, req.Code, req.Files})
+		Preload string            `json:"preload"`
+		Code    string            `json:"code"`
+		Files   []job.File        `json:"files,omitempty"`
+		Env     map[string]string `json:"env,omitempty"`
+	}{req.Preload, req.Code, req.Files, req.Env})
 	if err != nil {
 		return nil, err
 	}

@@ -438,7 +438,7 @@ func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
 	}
 	r.crash("reserved")
 
-	spec := sandbox.Spec{JobID: a.id, Attempt: a.base.Attempt, Worker: r.o.Worker, Profile: prof, Env: req.Env,
+	spec := sandbox.Spec{JobID: a.id, Attempt: a.base.Attempt, Worker: r.o.Worker, Profile: prof,
 		Timeout: bounds.Timeout, MemoryBytes: bounds.MemoryBytes, Pids: bounds.Pids, CPUs: r.o.Sandbox.CPUs,
 		WorkspaceBytes: r.o.Sandbox.WorkspaceBytes, TmpBytes: r.o.Sandbox.TmpBytes}
 	createStart := time.Now()

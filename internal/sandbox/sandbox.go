@@ -37,7 +37,6 @@ type Spec struct {
 	Attempt int64
 	Worker  string
 	Profile Profile
-	Env     map[string]string
 
 	Timeout        time.Duration // wall clock from the start of Run
 	MemoryBytes    int64
@@ -45,6 +44,13 @@ type Spec struct {
 	CPUs           float64 // 0 means no quota
 	WorkspaceBytes int64   // size of the /workspace tmpfs
 	TmpBytes       int64   // size of the /tmp tmpfs
+}
+
+// BaseEnv is the whole environment a sandbox's bootstrap starts with, on every provider. A job's
+// own env is job data: it travels in the payload and the bootstrap adds it (see package profile),
+// so it cannot act before the dispatch is recorded.
+func BaseEnv() []string {
+	return []string{"HOME=/workspace", "LANG=C.UTF-8", "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=/tmp"}
 }
 
 // Usage is what a provider measured; nil fields could not be measured.

@@ -1,6 +1,7 @@
 // runfleet bootstrap for nodejs. It reads one payload from stdin: a header line
-// "runfleet1 <n>\n", then n bytes of JSON {"preload","code","files"}, then leaves the rest of
-// stdin to the program. Exact readSync calls keep the program's stdin unread.
+// "runfleet1 <n>\n", then n bytes of JSON {"preload","code","files","env"}, then leaves the rest
+// of stdin to the program. Exact readSync calls keep the program's stdin unread. The job's env is
+// set here, after the dispatch, never at the sandbox's start.
 'use strict';
 (function () {
   const fs = require('fs');
@@ -30,6 +31,7 @@
   const [magic, n] = header.trim().split(' ');
   if (magic !== 'runfleet1') throw new Error('runfleet bootstrap: unknown payload version');
   const p = JSON.parse(readExact(Number(n)).toString('utf8'));
+  Object.assign(process.env, p.env || {});
   for (const f of p.files || []) {
     const file = path.join('/workspace', f.path);
     fs.mkdirSync(path.dirname(file), { recursive: true });

@@ -127,17 +127,12 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 	pids := spec.Pids
 	ws := cmp.Or(spec.WorkspaceBytes, 64<<20)
 	tmp := cmp.Or(spec.TmpBytes, 64<<20)
-	env := make([]string, 0, len(spec.Env)+3)
-	env = append(env, "HOME=/workspace", "LANG=C.UTF-8", "TMPDIR=/tmp")
-	for k, v := range spec.Env {
-		env = append(env, k+"="+v)
-	}
 	res, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image:           spec.Profile.Image,
 			Entrypoint:      spec.Profile.Interpreter[:1],
 			Cmd:             spec.Profile.Interpreter[1:],
-			Env:             env,
+			Env:             sandbox.BaseEnv(),
 			User:            p.o.User,
 			WorkingDir:      "/workspace",
 			AttachStdin:     true,

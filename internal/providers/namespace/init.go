@@ -3,10 +3,8 @@ package namespace
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"syscall"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -296,17 +294,4 @@ func seccompFilter() seccomp.Filter {
 			},
 		},
 	}
-}
-
-// envList is the whole environment of a sandbox: a fixed base the job's variables may override,
-// and nothing of the worker's.
-func envList(env map[string]string) []string {
-	all := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/workspace", "LANG": "C.UTF-8", "TMPDIR": "/tmp"}
-	maps.Copy(all, env)
-	out := make([]string, 0, len(all))
-	for k, v := range all {
-		out = append(out, k+"="+v)
-	}
-	slices.Sort(out)
-	return out
 }

@@ -227,7 +227,7 @@ func (s *nsSandbox) start(ctx context.Context) error {
 		Root:           s.spec.Profile.Root,
 		UID:            s.uid,
 		Argv:           s.spec.Profile.Interpreter,
-		Env:            envList(s.spec.Env),
+		Env:            sandbox.BaseEnv(),
 		WorkspaceBytes: cmp.Or(s.spec.WorkspaceBytes, 64<<20),
 		TmpBytes:       cmp.Or(s.spec.TmpBytes, 64<<20),
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/job"
 )
 
 // libc lets the battery make raw calls from python3 the way an attacker would.
@@ -81,7 +82,7 @@ func runEscape(ctx context.Context, t *testing.T, e Env) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Exec(ctx, t, e, "python3", c.code, "", c.mod)
+			r := Exec(ctx, t, e, job.Request{Language: "python3", Code: c.code}, c.mod)
 			for _, ch := range c.want {
 				ch(t, r)
 			}
@@ -103,14 +104,15 @@ func timedOut(t *testing.T, r Result) {
 
 // runFresh checks that nothing of one job is visible to the next.
 func runFresh(ctx context.Context, t *testing.T, e Env) {
-	first := Exec(ctx, t, e, "python3", "import os, subprocess\nopen('/workspace/left', 'w').write('x')\n"+
-		"open('/tmp/left', 'w').write('x')\nos.environ['LEFT'] = '1'\n"+
-		"subprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(60)'], start_new_session=True)\nprint('left')", "", nil)
+	first := Exec(ctx, t, e, job.Request{Language: "python3", Code: "import os, subprocess\nopen('/workspace/left', 'w').write('x')\n" +
+		"open('/tmp/left', 'w').write('x')\nos.environ['LEFT'] = '1'\n" +
+		"subprocess.Popen(['/usr/bin/python3', '-c', 'import time; time.sleep(60)'], start_new_session=True)\nprint('left')",
+		Env: map[string]string{"JOB_ONE": "1"}}, nil)
 	if first.Stdout != "left\n" {
 		t.Fatalf("first job stdout = %q, want %q (stderr %q)", first.Stdout, "left\n", first.Stderr)
 	}
-	second := Exec(ctx, t, e, "python3", "import os\nprint(os.path.exists('/workspace/left'), os.path.exists('/tmp/left'), "+
-		"'LEFT' in os.environ, len([p for p in os.listdir('/proc') if p.isdigit()]))", "", nil)
+	second := Exec(ctx, t, e, job.Request{Language: "python3", Code: "import os\nprint(os.path.exists('/workspace/left'), os.path.exists('/tmp/left'), " +
+		"'LEFT' in os.environ or 'JOB_ONE' in os.environ, len([p for p in os.listdir('/proc') if p.isdigit()]))"}, nil)
 	if want := "False False False 1\n"; second.Stdout != want {
 		t.Errorf("second job sees %q, want %q (stderr %q)", second.Stdout, want, strings.TrimSpace(second.Stderr))
 	}

@@ -47,10 +47,10 @@ func Spec(p sandbox.Profile) sandbox.Spec {
 		WorkspaceBytes: 16 << 20, TmpBytes: 16 << 20}
 }
 
-// Exec runs code in a fresh sandbox of the named profile and destroys it.
-func Exec(ctx context.Context, t testing.TB, e Env, lang, code, stdin string, mod func(*sandbox.Spec)) Result {
+// Exec runs req in a fresh sandbox of its language's profile and destroys it.
+func Exec(ctx context.Context, t testing.TB, e Env, req job.Request, mod func(*sandbox.Spec)) Result {
 	t.Helper()
-	spec := Spec(e.Profiles[lang])
+	spec := Spec(e.Profiles[req.Language])
 	if mod != nil {
 		mod(&spec)
 	}
@@ -58,7 +58,7 @@ func Exec(ctx context.Context, t testing.TB, e Env, lang, code, stdin string, mo
 	if err != nil {
 		t.Fatalf("Create() error = %v", err)
 	}
-	payload, err := profile.Payload(job.Request{Code: code, Stdin: stdin})
+	payload, err := profile.Payload(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,6 +129,7 @@ func Run(t *testing.T, e Env) {
 func runContract(ctx context.Context, t *testing.T, e Env) {
 	cases := []struct {
 		name, lang, code, stdin string
+		env                     map[string]string
 		mod                     func(*sandbox.Spec)
 		checks                  []check
 	}{
@@ -147,7 +148,9 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 				}
 			}}},
 		{name: "env given", lang: "python3", code: "import os; print(os.environ['GREETING'])",
-			mod: func(s *sandbox.Spec) { s.Env = map[string]string{"GREETING": "hi"} }, checks: []check{stdoutIs("hi\n")}},
+			env: map[string]string{"GREETING": "hi"}, checks: []check{stdoutIs("hi\n")}},
+		{name: "node env after start", lang: "nodejs", code: "console.log(process.env.NODE_OPTIONS)",
+			env: map[string]string{"NODE_OPTIONS": "--require /nonexistent"}, checks: []check{exitCode(0), stdoutIs("--require /nonexistent\n")}},
 		{name: "workdir is workspace", lang: "python3", code: "import os; print(os.getcwd())", checks: []check{stdoutIs("/workspace\n")}},
 		{name: "timeout", lang: "python3", code: "import time\nprint('before', flush=True)\ntime.sleep(30)",
 			mod: func(s *sandbox.Spec) { s.Timeout = 500 * time.Millisecond },
@@ -171,7 +174,7 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Exec(ctx, t, e, c.lang, c.code, c.stdin, c.mod)
+			r := Exec(ctx, t, e, job.Request{Language: c.lang, Code: c.code, Stdin: c.stdin, Env: c.env}, c.mod)
 			for _, ch := range c.checks {
 				ch(t, r)
 			}
@@ -186,7 +189,7 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 		cctx, cancel := context.WithCancel(ctx)
 		time.AfterFunc(300*time.Millisecond, cancel)
 		start := time.Now()
-		r := Exec(cctx, t, e, "python3", "import time; time.sleep(30)", "", nil)
+		r := Exec(cctx, t, e, job.Request{Language: "python3", Code: "import time; time.sleep(30)"}, nil)
 		if !r.Exit.Killed || time.Since(start) > 5*time.Second {
 			t.Errorf("Killed = %v after %v, want true within 5s", r.Exit.Killed, time.Since(start))
 		}
