@@ -280,7 +280,7 @@ func buildRoot(c initConfig) error {
 }
 
 // hide masks host paths under the new root nr: a directory with an empty read-only tmpfs, a
-// file with an empty file. A path the root does not hold is skipped.
+// file with a device node that cannot be opened. A path the root does not hold is skipped.
 func hide(nr string, paths []string) error {
 	for _, p := range paths {
 		target := filepath.Join(nr, p)
@@ -294,14 +294,11 @@ func hide(nr string, paths []string) error {
 			}
 			continue
 		}
-		empty := filepath.Join(nr, ".empty")
-		if err := os.WriteFile(empty, nil, 0o400); err != nil {
+		// A file: /dev/null on a nodev bind, which cannot even be opened.
+		if err := mount("/dev/null", target, "", unix.MS_BIND, ""); err != nil {
 			return err
 		}
-		if err := mount(empty, target, "", unix.MS_BIND, ""); err != nil {
-			return err
-		}
-		if err := os.Remove(empty); err != nil {
+		if err := mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 			return err
 		}
 	}

@@ -276,9 +276,10 @@ func (s *nsSandbox) start(ctx context.Context) error {
 	defer cfgW.Close()
 
 	s.cmd = &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{initArg},
-		Env:        []string{"GOMAXPROCS=1"},
+		Path: "/proc/self/exe",
+		Args: []string{initArg},
+		// GORACE: a race-enabled build (tests) would otherwise sleep a second in every exit.
+		Env:        []string{"GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"},
 		Dir:        "/",
 		Stdin:      pipes[0][0],
 		Stdout:     pipes[1][1],

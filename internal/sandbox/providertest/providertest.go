@@ -186,12 +186,26 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 		})
 	}
 	t.Run("kill on cancel", func(t *testing.T) {
+		// Cancel once the program has printed, never after a fixed time that may pass before it runs.
+		sb, err := e.Provider.Create(ctx, Spec(e.Profiles["python3"]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sb.Destroy(context.WithoutCancel(ctx))
 		cctx, cancel := context.WithCancel(ctx)
-		time.AfterFunc(300*time.Millisecond, cancel)
-		start := time.Now()
-		r := Exec(cctx, t, e, job.Request{Language: "python3", Code: "import time; time.sleep(30)"}, nil)
-		if !r.Exit.Killed || time.Since(start) > 5*time.Second {
-			t.Errorf("Killed = %v after %v, want true within 5s", r.Exit.Killed, time.Since(start))
+		defer cancel()
+		payload, _ := profile.Payload(job.Request{Code: "import time\nprint('started', flush=True)\ntime.sleep(30)"})
+		var canceled time.Time
+		out := writerFunc(func(b []byte) (int, error) {
+			if canceled.IsZero() {
+				canceled = time.Now()
+				cancel()
+			}
+			return len(b), nil
+		})
+		exit, err := sb.Run(cctx, bytes.NewReader(payload), out, &bytes.Buffer{})
+		if err != nil || !exit.Killed || canceled.IsZero() || time.Since(canceled) > 5*time.Second {
+			t.Errorf("Run() = %+v, %v; want Killed within 5s of the cancel after the first output", exit, err)
 		}
 	})
 	t.Run("writer error kills", func(t *testing.T) {
@@ -222,6 +236,11 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 		}
 	})
 }
+
+// writerFunc is called by one copying goroutine at a time.
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
 
 type failingWriter struct {
 	mu    sync.Mutex
