@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/runfleet/runfleet/internal/sandbox"
 )
 
 // initArg is argv[0] of the worker binary re-executed as a sandbox's supervisor.
@@ -105,20 +107,7 @@ func supervise(status io.Writer) (syscall.WaitStatus, error) {
 	if _, err := io.WriteString(status, "ok\n"); err != nil {
 		return 0, err
 	}
-	// As pid 1 it adopts every orphan; it reaps them all until the program itself ends.
-	for {
-		var ws syscall.WaitStatus
-		got, err := syscall.Wait4(-1, &ws, 0, nil)
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("wait: %w", err)
-		}
-		if got == pid {
-			return ws, nil
-		}
-	}
+	return sandbox.ReapUntil(pid)
 }
 
 // prepare builds the root and drops what the supervisor does not need; the program it starts

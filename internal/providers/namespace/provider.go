@@ -52,14 +52,6 @@ type Options struct {
 	DispatchLog sandbox.DispatchLog
 }
 
-// supervisorTasks are the threads of a sandbox's supervisor, counted in its pids limit on top
-// of what the job asked for.
-const supervisorTasks = 8
-
-// supervisorMemory is what a sandbox's supervisor may use, counted in its memory limit on top of
-// what the job asked for.
-const supervisorMemory = 8 << 20
-
 // Provider makes namespace sandboxes.
 type Provider struct {
 	o      Options
@@ -247,8 +239,8 @@ func (s *nsSandbox) start(ctx context.Context) error {
 		return err
 	}
 	s.uid = uid
-	if s.cg, err = s.p.cg.create(s.id, limits{memory: s.spec.MemoryBytes + supervisorMemory,
-		pids: s.spec.Pids + supervisorTasks, cpus: s.spec.CPUs}); err != nil {
+	if s.cg, err = s.p.cg.create(s.id, limits{memory: s.spec.MemoryBytes + sandbox.SupervisorMemory,
+		pids: s.spec.Pids + sandbox.SupervisorTasks, cpus: s.spec.CPUs}); err != nil {
 		return err
 	}
 	s.mountPoint = filepath.Join(s.p.o.StateDir, s.id)
@@ -393,7 +385,7 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 		exit.Code = ws.ExitStatus()
 	}
 	st := s.cg.stats()
-	exit.OOM, exit.Usage.CPU, exit.Usage.MaxRSS = st.oom, st.cpu, st.maxRSS
+	exit.OOM, exit.Usage.CPU, exit.Usage.MaxRSS = st.OOM, st.CPU, st.Peak
 	guard.Mark(&exit)
 	return exit, nil
 }
