@@ -158,6 +158,12 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			log.Warn("removed cgroups left by dead workers", "count", p.Reaped)
 		}
 		provider, profiles = p, profile.Builtin(c.rootfs, "")
+		reap = func(ctx context.Context) {
+			// Sandboxes whose Destroy failed: their cgroups, mount points and uids.
+			if _, err := p.Reap(ctx); err != nil {
+				log.Warn("reap sandboxes", "err", err)
+			}
+		}
 	case "docker":
 		p, err := docker.New(startCtx, docker.Options{Fleet: c.prefix, DispatchLog: dlog, Logger: log})
 		if err != nil {

@@ -144,6 +144,27 @@ func BenchmarkCycle(b *testing.B) {
 		[]string{"/usr/bin/python3", "-I", "-c", "pass"})
 }
 
+// BenchmarkFilter compares the allowlist filter with the denylist it replaced, in one run: a
+// trivial job (the cost at start) and one of 200k system calls (the cost per call).
+// go test -run '^$' -bench Filter -benchtime 40x ./internal/providers/namespace/
+func BenchmarkFilter(b *testing.B) {
+	allow := newProvider(b, "runfleet-test")
+	deny := newProvider(b, "runfleet-test")
+	old, err := namespace.DenylistFilter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	deny.SetFilter(old)
+	profiles := profile.Builtin(testenv.RootFS(b), "")
+	for _, job := range []struct{ name, code string }{
+		{"pass", "pass"},
+		{"getppid-200k", "import os\nfor _ in range(200000): os.getppid()"},
+	} {
+		b.Run(job.name+"/denylist", func(b *testing.B) { providertest.BenchJob(b, providertest.Env{Provider: deny, Profiles: profiles}, job.code) })
+		b.Run(job.name+"/allowlist", func(b *testing.B) { providertest.BenchJob(b, providertest.Env{Provider: allow, Profiles: profiles}, job.code) })
+	}
+}
+
 // TestWorkerBinaryInvisible: with the default root (the host's /usr), a sandbox sees neither the
 // executable of the worker that made it, wherever it lies, nor anything under /usr/local.
 func TestWorkerBinaryInvisible(t *testing.T) {
