@@ -160,8 +160,12 @@ func BenchmarkFilter(b *testing.B) {
 		{"pass", "pass"},
 		{"getppid-200k", "import os\nfor _ in range(200000): os.getppid()"},
 	} {
-		b.Run(job.name+"/denylist", func(b *testing.B) { providertest.BenchJob(b, providertest.Env{Provider: deny, Profiles: profiles}, job.code) })
-		b.Run(job.name+"/allowlist", func(b *testing.B) { providertest.BenchJob(b, providertest.Env{Provider: allow, Profiles: profiles}, job.code) })
+		b.Run(job.name+"/denylist", func(b *testing.B) {
+			providertest.BenchJob(b, providertest.Env{Provider: deny, Profiles: profiles}, job.code)
+		})
+		b.Run(job.name+"/allowlist", func(b *testing.B) {
+			providertest.BenchJob(b, providertest.Env{Provider: allow, Profiles: profiles}, job.code)
+		})
 	}
 }
 
