@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -109,4 +110,28 @@ func BenchmarkCycle(b *testing.B) {
 	p, profiles := newProvider(b)
 	providertest.BenchCycle(b, providertest.Env{Provider: p, Profiles: profiles},
 		[]string{"docker", "run", "--rm", "--network", "none", image(), "/usr/bin/python3", "-c", "pass"})
+}
+
+// TestFailedDestroyReaped: a container whose removal failed is not tracked as live: the reaper
+// removes it, with its parent cgroup.
+func TestFailedDestroyReaped(t *testing.T) {
+	p, profiles := newProvider(t)
+	sb, err := p.Create(t.Context(), providertest.Spec(profiles["python3"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := sb.Destroy(canceled); err == nil {
+		t.Fatal("Destroy() with a canceled context = nil, want an error")
+	}
+	if left := containerLeft(t, sb.ID()); left == "" {
+		t.Fatal("nothing left after a failed Destroy: the test cannot show the reaper")
+	}
+	if n, err := p.Reap(t.Context(), "providertest", time.Hour, nil); n != 1 || err != nil {
+		t.Errorf("Reap() = %d, %v; want the container removed", n, err)
+	}
+	if left := containerLeft(t, sb.ID()); left != "" {
+		t.Errorf("after Reap, left on the host: %s", left)
+	}
 }

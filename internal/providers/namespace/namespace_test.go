@@ -185,3 +185,41 @@ func TestWorkerBinaryInvisible(t *testing.T) {
 		})
 	}
 }
+
+// TestFailedDestroyReaped: a Destroy that fails leaves the sandbox to the provider's reaper, which
+// finishes it; the uid is given back once no process of it remains.
+func TestFailedDestroyReaped(t *testing.T) {
+	testenv.NeedRoot(t)
+	state := t.TempDir()
+	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", StateDir: state, UIDBase: testUIDBase,
+		UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids")})
+	if err != nil {
+		testenv.Missing(t, "namespace provider: %v", err)
+	}
+	defer p.Close()
+	sb, err := p.Create(t.Context(), providertest.Spec(profile.Builtin(testenv.RootFS(t), "")["python3"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A file in its mount point makes the removal of the mount point fail.
+	blocker := filepath.Join(state, sb.ID(), "blocker")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Destroy(t.Context()); err == nil {
+		t.Fatal("Destroy() = nil with its mount point not empty, want an error")
+	}
+	if n, err := p.Reap(t.Context()); n != 0 || err == nil {
+		t.Errorf("Reap() = %d, %v while the blocker stays; want 0 and an error", n, err)
+	}
+	os.Remove(blocker)
+	if n, err := p.Reap(t.Context()); n != 1 || err != nil {
+		t.Errorf("Reap() = %d, %v; want 1 sandbox finished", n, err)
+	}
+	if left := sandboxCgroups("runfleet-test", sb.ID()); len(left) > 0 {
+		t.Errorf("after Reap, left on the host: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(state, sb.ID())); !os.IsNotExist(err) {
+		t.Errorf("mount point still there after Reap: %v", err)
+	}
+}
