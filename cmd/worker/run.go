@@ -133,6 +133,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	if err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
 	}
+	ropts.ContextTimeoutEnabled = true // no lease call may outlive its trust window
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	if err := rdb.Ping(startCtx).Err(); err != nil {
