@@ -193,7 +193,6 @@ func (r *Runner) phase(name string) {
 	}
 }
 
-
 // ShutdownCause marks a runCtx ended by a worker shutdown, so jobs killed by it settle
 // failed/worker_shutdown.
 func ShutdownCause() error { return errShutdown }
