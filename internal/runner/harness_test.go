@@ -39,6 +39,7 @@ type fleet struct {
 	nats     *testenv.NATS
 	redis    *testenv.Redis
 	client   *runfleet.Client
+	js       jetstream.JetStream
 	subjects job.Subjects
 	dlog     string
 }
@@ -51,8 +52,12 @@ func newFleetWith(t testing.TB, so runfleet.StreamOptions) *fleet {
 	testenv.NeedRoot(t)
 	f := &fleet{t: t, nats: testenv.StartNATS(t), redis: testenv.StartRedis(t), dlog: filepath.Join(t.TempDir(), "dispatches")}
 	var err error
-	f.client, err = runfleet.NewClient(t.Context(), f.nats.Conn(), runfleet.Options{Streams: so})
+	nc := f.nats.Conn()
+	f.client, err = runfleet.NewClient(t.Context(), nc, runfleet.Options{Streams: so})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if f.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
 	f.subjects = f.client.Subjects()
@@ -223,3 +228,17 @@ func markedSleep(marker string, seconds int) string {
 }
 
 func newMarker() string { return fmt.Sprintf("%d.%d", 100000+rand.IntN(900000), rand.IntN(1000)) }
+
+// pagesStored is how many pages of job id are stored.
+func (f *fleet) pagesStored(id string) uint64 {
+	f.t.Helper()
+	s, err := f.js.Stream(f.t.Context(), f.subjects.ResultsStream())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	info, err := s.Info(f.t.Context(), jetstream.WithSubjectFilter(f.subjects.Page(id)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return info.State.Subjects[f.subjects.Page(id)]
+}

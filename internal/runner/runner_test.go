@@ -162,11 +162,7 @@ func TestCancel(t *testing.T) {
 	f.startWorker(workerOpts{})
 	t.Run("running", func(t *testing.T) {
 		id := f.submit(job.Request{Language: "python3", Code: "import time\nprint('started', flush=True)\ntime.sleep(60)"})
-		deadline := time.Now().Add(20 * time.Second)
-		for f.dispatches()[id] == 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		time.Sleep(200 * time.Millisecond)
+		waitFor(t, 30*time.Second, "the program's first output stored", func() bool { return f.pagesStored(id) > 0 })
 		start := time.Now()
 		if err := f.client.Cancel(t.Context(), id); err != nil {
 			t.Fatal(err)
@@ -289,10 +285,10 @@ func TestBadInputCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the last acks
-	if ji, err := jobs.Info(t.Context()); err != nil || ji.State.Msgs != 0 {
-		t.Errorf("jobs stream holds %d messages (%v), want every message removed", ji.State.Msgs, err)
-	}
+	waitFor(t, 30*time.Second, "every message removed from the jobs stream", func() bool {
+		ji, err := jobs.Info(t.Context())
+		return err == nil && ji.State.Msgs == 0
+	})
 	if n := f.dispatches(); len(n) != 1 {
 		t.Errorf("dispatches = %v, want only the good job", n)
 	}
