@@ -10,7 +10,7 @@ import (
 
 // SetFilter replaces the seccomp program the provider's sandboxes load, for a benchmark of one
 // filter against another.
-func (p *Provider) SetFilter(prog []bpf.RawInstruction) { p.filter = prog }
+func (p *Provider) SetFilter(prog []bpf.RawInstruction) { p.filter = encodeFilter(prog) }
 
 // DenylistFilter is the filter sandboxes loaded before the allowlist: go-seccomp-bpf's denylist
 // of sandbox.DeniedSyscalls with default allow, kept here as the benchmark's baseline.

@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"syscall"
 
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/runfleet/runfleet/internal/sandbox"
@@ -28,15 +27,15 @@ const (
 
 // initConfig is what the provider tells the supervisor once it is in its cgroup.
 type initConfig struct {
-	MountPoint     string               `json:"mount_point"`
-	Root           string               `json:"root"`
-	Hide           []string             `json:"hide"` // host paths to mask in the default root
-	UID            int                  `json:"uid"`
-	Argv           []string             `json:"argv"`
-	Env            []string             `json:"env"`
-	WorkspaceBytes int64                `json:"workspace_bytes"`
-	TmpBytes       int64                `json:"tmp_bytes"`
-	Filter         []bpf.RawInstruction `json:"filter"`
+	MountPoint     string   `json:"mount_point"`
+	Root           string   `json:"root"`
+	Hide           []string `json:"hide"` // host paths to mask in the default root
+	UID            int      `json:"uid"`
+	Argv           []string `json:"argv"`
+	Env            []string `json:"env"`
+	WorkspaceBytes int64    `json:"workspace_bytes"`
+	TmpBytes       int64    `json:"tmp_bytes"`
+	Filter         []byte   `json:"filter"` // struct sock_filter array, host order: see encodeFilter
 }
 
 // Init runs the sandbox supervisor when this process was started as one, and never returns then.

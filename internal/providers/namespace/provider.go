@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/runfleet/runfleet/internal/sandbox"
@@ -56,7 +55,7 @@ type Options struct {
 type Provider struct {
 	o      Options
 	cg     cgroups
-	filter []bpf.RawInstruction
+	filter []byte   // the seccomp program, encoded
 	hide   []string // host paths masked in the default root
 
 	mu     sync.Mutex
