@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/runfleet/runfleet/internal/profile"
+	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -63,17 +64,13 @@ func runChild(ctx context.Context, kind string, e Env) error {
 		defer out.Unlock()
 		fmt.Printf(format+"\n", args...)
 	}
-	run := func(code string, stdout io.Writer, announce bool) error {
+	create := func() (sandbox.Sandbox, error) {
 		spec := Spec(e.Profiles["python3"])
 		spec.Timeout = time.Minute
-		sb, err := e.Provider.Create(ctx, spec)
-		if err != nil {
-			return err
-		}
+		return e.Provider.Create(ctx, spec)
+	}
+	runIn := func(sb sandbox.Sandbox, code string, stdout io.Writer) error {
 		defer sb.Destroy(context.WithoutCancel(ctx))
-		if announce {
-			say("sandbox %s", sb.ID())
-		}
 		payload, err := profile.Payload(job.Request{Language: "python3", Code: code})
 		if err != nil {
 			return err
@@ -87,35 +84,58 @@ func runChild(ctx context.Context, kind string, e Env) error {
 	}
 	switch kind {
 	case childBusy:
-		return run("print('started', flush=True)\nwhile True: pass", os.Stdout, true)
+		sb, err := create()
+		if err != nil {
+			return err
+		}
+		say("sandbox %s", sb.ID())
+		return runIn(sb, "print('started', flush=True)\nwhile True: pass", os.Stdout)
 	case childExe:
 		exe, err := os.Readlink("/proc/self/exe")
 		if err != nil {
 			return err
 		}
 		say("exe %s", exe)
-		return run(seesCode(exe), os.Stdout, false)
-	case childUIDs:
-		sem := make(chan struct{}, ChildParallel)
-		errs := make(chan error, ChildJobs)
-		var wg sync.WaitGroup
-		for range ChildJobs {
-			sem <- struct{}{}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				var b bytes.Buffer
-				err := run("import os, time\nprint(os.getuid(), time.time_ns())\ntime.sleep(0.3)\nprint(time.time_ns())", &b, false)
-				if err == nil {
-					say("uid %s", strings.Join(strings.Fields(b.String()), " "))
-				}
-				errs <- err
-			})
+		sb, err := create()
+		if err != nil {
+			return err
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				return err
+		return runIn(sb, seesCode(exe), os.Stdout)
+	case childUIDs:
+		// Rounds of ChildParallel sandboxes made at once; the parent starts a round's programs
+		// once every child worker made its sandboxes, so that they all hold a uid together.
+		stdin := bufio.NewScanner(os.Stdin)
+		for range ChildJobs / ChildParallel {
+			sbs := make([]sandbox.Sandbox, 0, ChildParallel)
+			for range ChildParallel {
+				sb, err := create()
+				if err != nil {
+					return err
+				}
+				sbs = append(sbs, sb)
+			}
+			say("ready")
+			if !stdin.Scan() {
+				return fmt.Errorf("no go from the parent")
+			}
+			errs := make(chan error, len(sbs))
+			var wg sync.WaitGroup
+			for _, sb := range sbs {
+				wg.Go(func() {
+					var b bytes.Buffer
+					err := runIn(sb, "import os, time\nprint(os.getuid(), time.time_ns())\ntime.sleep(0.1)\nprint(time.time_ns())", &b)
+					if err == nil {
+						say("uid %s", strings.Join(strings.Fields(b.String()), " "))
+					}
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -126,6 +146,7 @@ func runChild(ctx context.Context, kind string, e Env) error {
 // Child is a running child worker.
 type Child struct {
 	cmd   *exec.Cmd
+	stdin io.WriteCloser
 	lines chan string
 	done  chan struct{}
 	err   error
@@ -143,10 +164,14 @@ func StartChild(t *testing.T, kind string, env ...string) *Child {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start child worker: %v", err)
 	}
-	c := &Child{cmd: cmd, lines: make(chan string, 64), done: make(chan struct{})}
+	c := &Child{cmd: cmd, stdin: stdin, lines: make(chan string, 64), done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		sc := bufio.NewScanner(stdout)
@@ -275,31 +300,43 @@ type UIDInterval struct {
 	UID        int
 	Start, End int64 // unix nanoseconds
 	Worker     int
+	Round      int // programs of one round ran together, their sandboxes all made before any started
 }
 
-// RunUIDWorkers runs two child workers of ChildJobs jobs each at once and returns the uid
-// intervals their programs reported.
+// RunUIDWorkers runs two child workers at once, each making rounds of ChildParallel sandboxes,
+// ChildJobs in all; a round starts once both workers made their sandboxes. It returns the uid
+// intervals the programs reported.
 func RunUIDWorkers(t *testing.T, env ...string) []UIDInterval {
 	children := []*Child{StartChild(t, childUIDs, env...), StartChild(t, childUIDs, env...)}
 	var out []UIDInterval
-	for w, c := range children {
-		lines, err := c.Lines()
-		if err != nil {
-			t.Fatalf("child worker %d: %v", w, err)
-		}
-		for _, l := range lines {
-			f := strings.Fields(l)
-			if len(f) != 4 || f[0] != "uid" {
-				t.Fatalf("child worker %d printed %q", w, l)
+	for round := range ChildJobs / ChildParallel {
+		for w, c := range children {
+			if l := c.Line(t); l != "ready" {
+				t.Fatalf("child worker %d printed %q, want ready", w, l)
 			}
-			uid, _ := strconv.Atoi(f[1])
-			start, _ := strconv.ParseInt(f[2], 10, 64)
-			end, _ := strconv.ParseInt(f[3], 10, 64)
-			out = append(out, UIDInterval{UID: uid, Start: start, End: end, Worker: w})
+		}
+		for _, c := range children {
+			if _, err := io.WriteString(c.stdin, "go\n"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for w, c := range children {
+			for range ChildParallel {
+				f := strings.Fields(c.Line(t))
+				if len(f) != 4 || f[0] != "uid" {
+					t.Fatalf("child worker %d printed %q, want uid UID START END", w, f)
+				}
+				uid, _ := strconv.Atoi(f[1])
+				start, _ := strconv.ParseInt(f[2], 10, 64)
+				end, _ := strconv.ParseInt(f[3], 10, 64)
+				out = append(out, UIDInterval{UID: uid, Start: start, End: end, Worker: w, Round: round})
+			}
 		}
 	}
-	if len(out) != 2*ChildJobs {
-		t.Fatalf("%d jobs reported a uid, want %d", len(out), 2*ChildJobs)
+	for w, c := range children {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("child worker %d: %v", w, err)
+		}
 	}
 	return out
 }
