@@ -55,6 +55,7 @@ type Options struct {
 	Fleet       string // label value that marks this fleet's containers; default "runfleet"
 	User        string // default "65534:65534"
 	InitBinary  string // host path of the container init; default this process's executable
+	StateDir    string // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
 	CgroupRoot  string // where the host mounts cgroups; default /sys/fs/cgroup
 	DispatchLog sandbox.DispatchLog
 	Logger      *slog.Logger
@@ -103,7 +104,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			return nil, fmt.Errorf("container init: %w", err)
 		}
 	}
-	if initBin, err = filepath.EvalSymlinks(initBin); err != nil {
+	if initBin, err = privateCopy(initBin, cmp.Or(o.StateDir, filepath.Join(os.TempDir(), "runfleet-docker"))); err != nil {
 		return nil, fmt.Errorf("container init: %w", err)
 	}
 	c, err := client.New(client.FromEnv)

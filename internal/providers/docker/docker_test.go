@@ -15,6 +15,7 @@ import (
 	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/sandbox/providertest"
 	"github.com/runfleet/runfleet/internal/testenv"
+	"github.com/runfleet/runfleet/job"
 )
 
 const fleet = "runfleet-test"
@@ -133,5 +134,16 @@ func TestFailedDestroyReaped(t *testing.T) {
 	}
 	if left := containerLeft(t, sb.ID()); left != "" {
 		t.Errorf("after Reap, left on the host: %s", left)
+	}
+}
+
+// TestInitUnreadable: the program may see its container's init but not read it: an execute-only
+// copy of the worker's executable.
+func TestInitUnreadable(t *testing.T) {
+	p, profiles := newProvider(t)
+	r := providertest.Exec(t.Context(), t, providertest.Env{Provider: p, Profiles: profiles},
+		job.Request{Language: "python3", Code: "try:\n    print(len(open('/.runfleet/init', 'rb').read(64)))\nexcept OSError as e:\n    print(e.errno)"}, nil)
+	if r.Stdout != "13\n" {
+		t.Errorf("reading the init printed %q, want 13 (EACCES); stderr %q", r.Stdout, r.Stderr)
 	}
 }

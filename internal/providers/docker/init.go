@@ -1,12 +1,15 @@
 package docker
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"syscall"
 
@@ -15,8 +18,8 @@ import (
 	"github.com/runfleet/runfleet/internal/sandbox"
 )
 
-// initPath is where a container finds the worker's executable, bind-mounted read-only, to run
-// it as its init.
+// initPath is where a container finds the worker's executable, an execute-only copy
+// bind-mounted read-only, to run it as its init.
 const initPath = "/.runfleet/init"
 
 // initEnv is the init's own environment, which the program does not inherit. GORACE: a
@@ -125,6 +128,34 @@ func relayStdin(w *os.File, in io.Reader) error {
 			return fmt.Errorf("frame kind %q", hdr[0])
 		}
 	}
+}
+
+// privateCopy copies the init binary at path into dir, named by its content, execute-only: the
+// sandbox user may run it as the container's init but not read it. Workers of one host share
+// the copy; each writes it whole under a temporary name first.
+func privateCopy(path, dir string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o711); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	dst := filepath.Join(dir, "init-"+hex.EncodeToString(sum[:8]))
+	if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == 0o711 && fi.Size() == int64(len(b)) {
+		return dst, nil
+	}
+	tmp, err := os.CreateTemp(dir, "init-*.tmp")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(b)
+	if err := errors.Join(werr, tmp.Chmod(0o711), tmp.Close()); err != nil {
+		return "", err
+	}
+	return dst, os.Rename(tmp.Name(), dst)
 }
 
 // frameWriter writes data frames to a container's stdin.
