@@ -52,11 +52,12 @@ const (
 
 // Options configure a [Provider].
 type Options struct {
-	Fleet       string // label value that marks this fleet's containers; default "runfleet"
-	User        string // default "65534:65534"
-	InitBinary  string // host path of the container init; default this process's executable
-	StateDir    string // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
-	CgroupRoot  string // where the host mounts cgroups; default /sys/fs/cgroup
+	Fleet       string        // label value that marks this fleet's containers; default "runfleet"
+	User        string        // default "65534:65534"
+	InitBinary  string        // host path of the container init; default this process's executable
+	StateDir    string        // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
+	KillWait    time.Duration // after a kill, how long Run waits for the daemon to confirm it; default 15s
+	CgroupRoot  string        // where the host mounts cgroups; default /sys/fs/cgroup
 	DispatchLog sandbox.DispatchLog
 	Logger      *slog.Logger
 }
@@ -64,8 +65,8 @@ type Options struct {
 // Bounds on calls to the daemon that a kill or a removal waits for: a hung daemon cannot hang a
 // worker's kill forever.
 const (
-	killTimeout = 10 * time.Second
-	killWait    = 15 * time.Second // after a kill, how long Run waits for the daemon to confirm it
+	killTimeout     = 10 * time.Second
+	defaultKillWait = 15 * time.Second
 )
 
 // Provider makes container sandboxes.
@@ -269,13 +270,13 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 		return exit, err
 	}
 	start := time.Now()
-	// A daemon that does not confirm a kill within killWait is given up on: Run closes the
+	// A daemon that does not confirm a kill within KillWait is given up on: Run closes the
 	// attach (which also tells the init to end the container) and stops waiting.
 	var giveUp *time.Timer
 	var giveUpOnce sync.Once
 	kill := func() {
 		giveUpOnce.Do(func() {
-			giveUp = time.AfterFunc(killWait, func() {
+			giveUp = time.AfterFunc(cmp.Or(s.p.o.KillWait, defaultKillWait), func() {
 				s.attach.Close()
 				s.cancelWait()
 			})
