@@ -42,10 +42,11 @@ type config struct {
 	concurrency                                                       int
 	leaseTTL, grace                                                   time.Duration
 	dev                                                               bool
-	rootfs, image, dispatchLog, crashAt                               string
+	rootfs, image, dispatchLog                                        string
 	cpus                                                              float64
 	maxTimeout                                                        time.Duration
 	maxFailures, streamReplicas                                       int
+	hook                                                              func() func(phase string)
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
@@ -72,7 +73,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.IntVar(&c.maxFailures, "max-failures", 5, "pre-dispatch failures before a job settles error")
 	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the fleet's streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
 	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
-	fs.StringVar(&c.crashAt, "crash-at", "", "testing only: SIGKILL itself at phase claimed|reserved|associated|running|settled")
+	c.hook = faultHook(fs)
 	return fs, c
 }
 
@@ -136,6 +137,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	if err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
 	}
+	ropts.ContextTimeoutEnabled = true // no lease call may outlive its trust window
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	if err := rdb.Ping(startCtx).Err(); err != nil {
@@ -196,7 +198,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
 		MaxFailures: c.maxFailures, Sandbox: runner.SandboxOptions{CPUs: c.cpus},
-		Logger: base, Observer: m, CrashAt: c.crashAt,
+		Logger: base, Observer: m, Hook: c.hook(),
 	})
 
 	claimCtx, stopClaiming := context.WithCancel(ctx)
@@ -225,6 +227,12 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		"draining": func(context.Context) error {
 			if draining.Load() {
 				return errors.New("shutting down")
+			}
+			return nil
+		},
+		"consuming": func(context.Context) error {
+			if !r.Consuming() {
+				return errors.New("not consuming its queues")
 			}
 			return nil
 		},

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	workerBin = filepath.Join(dir, "worker")
-	build := exec.Command("go", "build", "-o", workerBin, "github.com/runfleet/runfleet/cmd/worker")
+	build := exec.Command("go", "build", "-tags", "faults", "-o", workerBin, "github.com/runfleet/runfleet/cmd/worker")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build worker:", err)
