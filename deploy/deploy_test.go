@@ -30,17 +30,20 @@ func TestComposeFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load compose.yaml: %v", err)
 	}
-	for _, name := range []string{"nats", "redis", "worker", "sandbox-image"} {
+	for _, name := range []string{"nats", "redis", "worker"} {
 		if _, err := p.GetService(name); err != nil {
 			t.Errorf("service %s: %v", name, err)
 		}
 	}
 	w, _ := p.GetService("worker")
-	if w.Environment["RUNFLEET_PROVIDER"] == nil || *w.Environment["RUNFLEET_PROVIDER"] != "docker" {
-		t.Errorf("worker provider = %v, want docker", w.Environment["RUNFLEET_PROVIDER"])
+	if w.Environment["RUNFLEET_PROVIDER"] == nil || *w.Environment["RUNFLEET_PROVIDER"] != "namespace" {
+		t.Errorf("worker provider = %v, want namespace", w.Environment["RUNFLEET_PROVIDER"])
 	}
-	if !slices.ContainsFunc(w.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == "/var/run/docker.sock" }) {
-		t.Errorf("worker does not mount the Docker socket")
+	if !slices.ContainsFunc(w.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == "/sys/fs/cgroup" }) {
+		t.Errorf("worker does not mount the host's cgroup tree")
+	}
+	if w.Pid != "host" || !slices.Contains(w.CapAdd, "SYS_ADMIN") {
+		t.Errorf("worker pid %q, cap_add %v: want the host's pid namespace and SYS_ADMIN", w.Pid, w.CapAdd)
 	}
 	r, _ := p.GetService("redis")
 	if !slices.Contains(r.Command, "--appendonly") {
