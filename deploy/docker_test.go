@@ -38,11 +38,26 @@ func needDocker(t *testing.T) {
 // docker runs the docker CLI and returns its output, failing t on an error.
 func docker(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("docker", args...).CombinedOutput()
+	out, err := dockerTry(args...)
 	if err != nil {
 		t.Fatalf("docker %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	return strings.TrimSpace(string(out))
+	return out
+}
+
+// dockerTry runs the docker CLI and returns its output and error.
+func dockerTry(args ...string) (string, error) {
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func jsOf(t *testing.T, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // connect connects to NATS at url, which may not accept connections yet, and returns a client of
@@ -147,11 +162,7 @@ func runJobs(t *testing.T, c *runfleet.Client, reqs []job.Request, within time.D
 // settlementsStored counts the settlement messages stored per job.
 func settlementsStored(t *testing.T, nc *nats.Conn) map[string]int {
 	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := js.Stream(t.Context(), "RUNFLEET_RESULTS")
+	s, err := jsOf(t, nc).Stream(t.Context(), "RUNFLEET_RESULTS")
 	if err != nil {
 		t.Fatal(err)
 	}
