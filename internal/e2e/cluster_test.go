@@ -207,7 +207,14 @@ func TestNodeLossKeepsEveryJob(t *testing.T) {
 		}
 	}
 	for _, w := range workers {
-		took[w.id] = strings.Count(w.logText(), `"msg":"settled"`)
+		log := w.logText()
+		took[w.id] = strings.Count(log, `"msg":"settled"`)
+		for line := range strings.Lines(log) {
+			if strings.Count(line, `"worker":`) > 1 {
+				t.Errorf("worker %s logged a line with its key twice: %s", w.id, line)
+				break
+			}
+		}
 	}
 	t.Logf("settled per worker: %v", took)
 }
