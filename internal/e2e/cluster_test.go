@@ -150,6 +150,10 @@ func TestNodeLossKeepsEveryJob(t *testing.T) {
 			t.Fatalf("stream %s has %d replicas after the workers started with --stream-replicas 3", name, r)
 		}
 	}
+	// Raising takes effect once the new replicas caught up (about 10 s here), the queue's durable
+	// consumer following its stream: the node is killed only then.
+	waitReplicated(t, js, s.JobsStream(), s.Consumer(job.DefaultQueue), 2*time.Minute)
+	waitReplicated(t, js, s.ResultsStream(), "", 2*time.Minute)
 	if err := runfleet.EnsureStreams(t.Context(), js, s, runfleet.StreamOptions{Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +221,40 @@ func TestNodeLossKeepsEveryJob(t *testing.T) {
 		}
 	}
 	t.Logf("settled per worker: %v", took)
+}
+
+// waitReplicated waits until stream name, and its consumer when named, have two current peers
+// besides their leader.
+func waitReplicated(t *testing.T, js jetstream.JetStream, name, consumer string, within time.Duration) {
+	t.Helper()
+	current := func(c *jetstream.ClusterInfo) bool {
+		if c == nil || c.Leader == "" || len(c.Replicas) != 2 {
+			return false
+		}
+		for _, p := range c.Replicas {
+			if !p.Current {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(within)
+	for {
+		ok := false
+		if st, err := js.Stream(t.Context(), name); err == nil && current(st.CachedInfo().Cluster) {
+			ok = consumer == ""
+			if c, err := st.Consumer(t.Context(), consumer); err == nil && current(c.CachedInfo().Cluster) {
+				ok = true
+			}
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %s (consumer %q) not replicated three times within %v", name, consumer, within)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func streamReplicas(t *testing.T, js jetstream.JetStream, name string) int {
