@@ -134,3 +134,25 @@ func TestKubernetesManifests(t *testing.T) {
 		t.Errorf("worker has no resource requests")
 	}
 }
+
+// TestNATSImageVersion: the nats-server the registry Dockerfile installs is the one go.mod pins,
+// which `make images` builds offline, so both describe the same image.
+func TestNATSImageVersion(t *testing.T) {
+	version := func(file, prefix string) string {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+				return v
+			}
+		}
+		t.Fatalf("%s: no line starting %q", file, prefix)
+		return ""
+	}
+	pinned := version("../go.mod", "github.com/nats-io/nats-server/v2 ")
+	if got := version("nats/Dockerfile", "ARG NATS_VERSION="); got != pinned {
+		t.Errorf("deploy/nats/Dockerfile installs nats-server %s, go.mod pins %s", got, pinned)
+	}
+}
