@@ -5,10 +5,10 @@ IMAGE   ?= runfleet-sandbox:latest
 export RUNFLEET_TEST_ROOTFS ?= $(ROOTFS)
 export RUNFLEET_TEST_IMAGE  ?= $(IMAGE)
 
-.PHONY: help build demo test deps deps-demo image lint unit bench fuzz chaos clean
+.PHONY: help build demo test deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz chaos clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## write bin/worker and bin/submit
 	$(GO) build -o bin/worker ./cmd/worker
@@ -26,9 +26,19 @@ deps: ## install what the suite needs when missing, start dockerd, build the off
 image: ## build the sandbox root fs (debootstrap) and import it as $(IMAGE), offline
 	scripts/setup image
 
+deps-deploy: ## install what the deployment tests need when missing: the above, the docker compose plugin, nats-server
+	scripts/setup deploy
+
+images: image ## build runfleet-worker, -nats and -redis offline; skipped when their inputs did not change
+	GO=$(GO) deploy/images/build
+
+deploy-test: deps-deploy images ## compose up with three workers and 30 jobs; the Kubernetes worker container run as declared
+	$(GO) test -tags deploy -count=1 -v -timeout 15m ./deploy/
+
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags deploy ./deploy/
 
 unit: ## the suite alone, with the race detector, on what is installed
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -39,7 +49,7 @@ bench: build ## every benchmark once, so they keep compiling and running
 fuzz: ## the request decoder's fuzz target, briefly
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./job/
 
-test: deps lint build unit bench fuzz ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz
+test: deps lint build unit bench fuzz deploy-test ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz, the deployment
 
 chaos: deps build ## 3 workers, 500 jobs, a worker killed every few seconds; prints lost/duplicate counts
 	RUNFLEET_CHAOS_JOBS=500 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./internal/e2e/

@@ -45,7 +45,7 @@ type config struct {
 	rootfs, image, dispatchLog                                        string
 	cpus                                                              float64
 	maxTimeout                                                        time.Duration
-	maxFailures                                                       int
+	maxFailures, streamReplicas                                       int
 	hook                                                              func() func(phase string)
 }
 
@@ -71,6 +71,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of each sandbox, in cores")
 	fs.DurationVar(&c.maxTimeout, "max-timeout", 5*time.Minute, "largest timeout_ms a job may ask for")
 	fs.IntVar(&c.maxFailures, "max-failures", 5, "pre-dispatch failures before a job settles error")
+	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the fleet's streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
 	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
 	c.hook = faultHook(fs)
 	return fs, c
@@ -84,7 +85,9 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		}
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("worker", c.id)
+	// The runner adds "worker" to its own lines; every other line gets it here, so each line has it once.
+	base := slog.New(slog.NewJSONHandler(stderr, nil))
+	log := base.With("worker", c.id)
 	ctx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
 
@@ -127,7 +130,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
-	if err := runfleet.EnsureStreams(startCtx, js, subjects, runfleet.StreamOptions{}); err != nil {
+	if err := runfleet.EnsureStreams(startCtx, js, subjects, runfleet.StreamOptions{Replicas: c.streamReplicas}); err != nil {
 		return err
 	}
 	ropts, err := redis.ParseURL(c.redisURL)
@@ -201,7 +204,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
 		MaxFailures: c.maxFailures, Sandbox: runner.SandboxOptions{CPUs: c.cpus},
-		Logger: log, Observer: m, Hook: c.hook(),
+		Logger: base, Observer: m, Hook: c.hook(),
 	})
 
 	claimCtx, stopClaiming := context.WithCancel(ctx)
@@ -246,7 +249,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			log.Error("http", "err", err)
 		}
 	})
-	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, profiles, r) })
+	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, provider.Name(), profiles, r) })
 	bg.Go(func() {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()
