@@ -5,7 +5,7 @@ IMAGE   ?= runfleet-sandbox:latest
 export RUNFLEET_TEST_ROOTFS ?= $(ROOTFS)
 export RUNFLEET_TEST_IMAGE  ?= $(IMAGE)
 
-.PHONY: help build demo test deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz chaos clean
+.PHONY: help build demo test deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz stress chaos clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -50,6 +50,11 @@ fuzz: ## the request decoder's fuzz target, briefly
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./job/
 
 test: deps lint build unit bench fuzz deploy-test ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz, the deployment
+
+stress: ## the suite three times in a row beside stress-ng --cpu 2 (a loaded 2-core machine), with each run's time
+	@command -v stress-ng >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng >/dev/null
+	@stress-ng --cpu 2 --timeout 90m --quiet & pid=$$!; trap "kill $$pid" EXIT; \
+	for i in 1 2 3; do start=$$(date +%s); $(GO) test -race -count=1 -timeout 30m ./... || exit 1; echo "stress run $$i: $$(( $$(date +%s) - start )) s"; done
 
 chaos: deps build ## 3 workers, 500 jobs, a worker killed every few seconds; prints lost/duplicate counts
 	RUNFLEET_CHAOS_JOBS=500 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./internal/e2e/

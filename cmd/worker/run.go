@@ -86,8 +86,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		return err
 	}
 	// The runner adds "worker" to its own lines; every other line gets it here, so each line has it once.
-	base := slog.New(slog.NewJSONHandler(stderr, nil))
-	log := base.With("worker", c.id)
+	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("worker", c.id)
 	ctx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
 
@@ -204,7 +203,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
 		MaxFailures: c.maxFailures, Sandbox: runner.SandboxOptions{CPUs: c.cpus},
-		Logger: base, Observer: m, Hook: c.hook(),
+		Logger: log, Observer: m, Hook: c.hook(),
 	})
 
 	claimCtx, stopClaiming := context.WithCancel(ctx)

@@ -214,8 +214,13 @@ func (r *Results) Resume(ctx context.Context, id string, attempt int64, tracepar
 	if err != nil {
 		return nil, got, fmt.Errorf("read results of %s: %w", id, err)
 	}
+	// Fetch exactly what is pending: a batch asked larger than that waits out its MaxWait.
+	pending := cons.CachedInfo().NumPending
 	for c.last < last.Sequence {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
+		if pending == 0 {
+			return nil, got, fmt.Errorf("read results of %s: stopped at sequence %d of %d", id, c.last, last.Sequence)
+		}
+		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(10*time.Second))
 		if err != nil {
 			return nil, got, fmt.Errorf("read results of %s: %w", id, err)
 		}
@@ -226,7 +231,7 @@ func (r *Results) Resume(ctx context.Context, id string, attempt int64, tracepar
 			if err != nil {
 				return nil, got, fmt.Errorf("read results of %s: %w", id, err)
 			}
-			c.last = meta.Sequence.Stream
+			c.last, pending = meta.Sequence.Stream, meta.NumPending
 			switch {
 			case m.Subject() == r.subjects.Settled(id):
 				got.Settled = true
