@@ -210,10 +210,14 @@ func (r *Results) Resume(ctx context.Context, id string, attempt int64, tracepar
 	if err != nil {
 		return nil, got, fmt.Errorf("results of %s: %w", id, err)
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.subjects.Results(id)}})
+	// The server holds a bounded number of consumers per stream: this one leaves as soon as the
+	// read is done, and after a few seconds at the most if the worker dies first.
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.subjects.Results(id)},
+		InactiveThreshold: 5 * time.Second})
 	if err != nil {
 		return nil, got, fmt.Errorf("read results of %s: %w", id, err)
 	}
+	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
 	// Fetch exactly what is pending: a batch asked larger than that waits out its MaxWait.
 	pending := cons.CachedInfo().NumPending
 	for c.last < last.Sequence {
