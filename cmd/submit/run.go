@@ -62,6 +62,9 @@ type options struct {
 	noWait, json                                                                      bool
 }
 
+// connectionFlags are the flags that also read RUNFLEET_* (CLI.md); the per-job flags read none.
+var connectionFlags = []string{"nats-url", "prefix", "queue", "stream-replicas"}
+
 func commonFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.natsURL, "nats-url", nats.DefaultURL, "NATS server(s), comma separated")
 	fs.StringVar(&o.prefix, "prefix", job.DefaultPrefix, "subject and stream prefix of the fleet")
@@ -93,7 +96,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	fs.StringVar(&o.id, "id", "", "job id (default: a new UUID)")
 	fs.BoolVar(&o.noWait, "no-wait", false, "print the job id and exit 0 once the job is stored")
 	fs.BoolVar(&o.json, "json", false, "print the settlement as JSON instead of the output")
-	if err := cli.Parse(fs, args, getenv); err != nil {
+	if err := cli.ParseEnvOf(fs, args, getenv, connectionFlags...); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

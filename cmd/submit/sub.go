@@ -33,7 +33,7 @@ func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(s
 	conc := fs.Int("concurrency", 16, "bench: jobs in flight at once")
 	lang := fs.String("lang", "python3", "bench: profile")
 	code := fs.String("code", "pass", "bench: code of every job")
-	if err := cli.Parse(fs, args, getenv); err != nil {
+	if err := cli.ParseEnvOf(fs, args, getenv, connectionFlags...); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -69,15 +70,41 @@ type call struct {
 
 func submit(t *testing.T, stdin string, args ...string) call {
 	t.Helper()
+	return submitEnv(t, nil, stdin, args...)
+}
+
+// submitEnv runs submit with env as its environment, beside RUNFLEET_NATS_URL.
+func submitEnv(t *testing.T, env map[string]string, stdin string, args ...string) call {
+	t.Helper()
 	var out, errb bytes.Buffer
-	env := func(k string) string {
+	getenv := func(k string) string {
 		if k == "RUNFLEET_NATS_URL" {
 			return natsURL
 		}
-		return ""
+		return env[k]
 	}
-	code := run(make(chan os.Signal), args, env, strings.NewReader(stdin), &out, &errb)
+	code := run(make(chan os.Signal), args, getenv, strings.NewReader(stdin), &out, &errb)
 	return call{code, out.String(), errb.String()}
+}
+
+// TestPerJobFlagsReadNoEnvironment: a worker's RUNFLEET_ID, RUNFLEET_CODE or RUNFLEET_CONCURRENCY
+// in submit's environment must not shape a job (CLI.md); the connection flags still read theirs.
+func TestPerJobFlagsReadNoEnvironment(t *testing.T) {
+	env := map[string]string{"RUNFLEET_ID": "worker-1", "RUNFLEET_CODE": "print('leaked')", "RUNFLEET_LANG": "nodejs",
+		"RUNFLEET_TIMEOUT": "bogus", "RUNFLEET_CONCURRENCY": "0"}
+	for i := range 2 {
+		got := submitEnv(t, env, "", "--json", "--lang", "python3", "--code", "print('mine')")
+		var st job.Settlement
+		if err := json.Unmarshal([]byte(got.stdout), &st); err != nil || got.code != 0 {
+			t.Fatalf("run %d: exit %d, stdout %q, stderr %q", i, got.code, got.stdout, got.stderr)
+		}
+		if st.JobID == "worker-1" || st.Status != job.StatusSucceeded {
+			t.Errorf("run %d: job %s settled %s, want a fresh id and succeeded", i, st.JobID, st.Status)
+		}
+	}
+	if got := submitEnv(t, map[string]string{"RUNFLEET_QUEUE": "Bad Queue"}, "", "--lang", "python3", "--code", "print(1)"); got.code == 0 {
+		t.Errorf("RUNFLEET_QUEUE was not read: exit %d", got.code)
+	}
 }
 
 func TestExitCodesAndStreams(t *testing.T) {

@@ -5,6 +5,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -16,6 +17,17 @@ func EnvName(flagName string) string {
 // Parse parses args into fs, then sets every flag not given on the command line from its
 // environment variable, so that a flag on the command line wins.
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	return parse(fs, args, getenv, func(string) bool { return true })
+}
+
+// ParseEnvOf is Parse where only the flags named in envFlags read the environment: a program's
+// connection settings may come from RUNFLEET_*, while what it sends (a job's id or code) never
+// does, so a worker's RUNFLEET_ID cannot leak into a job.
+func ParseEnvOf(fs *flag.FlagSet, args []string, getenv func(string) string, envFlags ...string) error {
+	return parse(fs, args, getenv, func(name string) bool { return slices.Contains(envFlags, name) })
+}
+
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string, readsEnv func(string) bool) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -23,7 +35,7 @@ func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || err != nil {
+		if given[f.Name] || err != nil || !readsEnv(f.Name) {
 			return
 		}
 		if v := getenv(EnvName(f.Name)); v != "" {
