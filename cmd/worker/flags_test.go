@@ -48,3 +48,29 @@ func TestFlagsReadEnvironment(t *testing.T) {
 		})
 	}
 }
+
+// TestBadFlagsFailBeforeConnecting: a wrong flag is reported as itself, before any connection is
+// tried (the addresses here would fail if dialled).
+func TestBadFlagsFailBeforeConnecting(t *testing.T) {
+	base := []string{"--nats-url", "nats://127.0.0.1:1", "--redis-url", "redis://127.0.0.1:1/0"}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"provider", []string{"--provider", "bogus"}, "--provider"},
+		{"concurrency", []string{"--concurrency", "0"}, "--concurrency"},
+		{"queue", []string{"--queues", "Not A Queue"}, "--queues"},
+		{"prefix", []string{"--prefix", "a.b"}, "--prefix"},
+		{"redis url", []string{"--redis-url", "http://x"}, "--redis-url"},
+		{"lease", []string{"--lease-ttl", "10ms"}, "--lease-ttl"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			err := run(make(chan os.Signal), append(append([]string{}, base...), c.args...), func(string) string { return "" }, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "unreachable") {
+				t.Errorf("run(%v) error = %v, want one about %s", c.args, err, c.want)
+			}
+		})
+	}
+}

@@ -77,6 +77,35 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	return fs, c
 }
 
+// validate checks what can be checked before connecting to anything, so that a wrong flag is
+// reported as itself and not as the failure it would cause later.
+func (c *config) validate() error {
+	switch {
+	case c.provider != "namespace" && c.provider != "docker":
+		return fmt.Errorf("--provider %q: want docker or namespace", c.provider)
+	case c.concurrency < 1:
+		return fmt.Errorf("--concurrency %d: want at least 1", c.concurrency)
+	case c.leaseTTL < time.Second:
+		return fmt.Errorf("--lease-ttl %v: want at least 1s", c.leaseTTL)
+	case c.maxTimeout <= 0:
+		return fmt.Errorf("--max-timeout %v: want a positive duration", c.maxTimeout)
+	case c.cpus < 0:
+		return fmt.Errorf("--cpus %v: want 0 (no quota) or more", c.cpus)
+	}
+	if _, err := job.NewSubjects(c.prefix); err != nil {
+		return fmt.Errorf("--prefix: %w", err)
+	}
+	for _, q := range strings.Split(c.queues, ",") {
+		if !job.ValidQueue(q) {
+			return fmt.Errorf("--queues: %q is not a valid queue name", q)
+		}
+	}
+	if _, err := redis.ParseURL(c.redisURL); err != nil {
+		return fmt.Errorf("--redis-url: %w", err)
+	}
+	return nil
+}
+
 func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs, c := flags(stderr)
 	if err := cli.Parse(fs, args, getenv); err != nil {
@@ -85,8 +114,12 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		}
 		return err
 	}
-	// The runner adds "worker" to its own lines; every other line gets it here, so each line has it once.
+	if err := c.validate(); err != nil {
+		return err
+	}
+	// Every line carries the worker's identity once: the runner adds only job keys.
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("worker", c.id)
+	redis.SetLogger(redisLog{log})
 	ctx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
 
@@ -293,4 +326,12 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// redisLog keeps go-redis's own lines out of the worker's standard error: they are debug lines of
+// the worker's log, and a connection failure is reported once, by the worker.
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
