@@ -6,11 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -285,6 +287,57 @@ func TestGateway(t *testing.T) {
 			t.Errorf("Waiting() = %d after every answer, want 0", w)
 		}
 		f.srv.Client().CloseIdleConnections()
+	})
+
+	t.Run("SIGTERM: in-flight requests end, then exit 0", func(t *testing.T) {
+		p := f.startBinary("--grace", "60s")
+		client := &http.Client{}
+		defer client.CloseIdleConnections()
+		type answer struct {
+			code int
+			st   job.Settlement
+			err  error
+		}
+		answered := make(chan answer, 1)
+		go func() {
+			req, _ := http.NewRequest("POST", p.URL+"/v1/jobs?wait=true", strings.NewReader(`{"language":"python3","code":"import time\ntime.sleep(1)\nprint('late')"}`))
+			req.Header.Set("X-Api-Key", apiKey)
+			resp, err := client.Do(req)
+			if err != nil {
+				answered <- answer{err: err}
+				return
+			}
+			defer resp.Body.Close()
+			var a answer
+			a.code, a.err = resp.StatusCode, json.NewDecoder(resp.Body).Decode(&a.st)
+			answered <- a
+		}()
+		waitFor(t, 30*time.Second, "request waiting in the gateway process", func() bool {
+			req, _ := http.NewRequest("GET", p.URL+"/metrics", nil)
+			req.Header.Set("X-Api-Key", apiKey)
+			resp, err := client.Do(req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return bytes.Contains(b, []byte("runfleet_gateway_waiting 1"))
+		})
+		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		a := <-answered
+		if a.err != nil || a.code != http.StatusOK || a.st.Status != job.StatusSucceeded {
+			t.Errorf("in-flight request across SIGTERM = %d %+v %v, want 200 succeeded", a.code, a.st, a.err)
+		}
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Fatal("gateway still running 30s after SIGTERM and its last request")
+		}
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(p.log.String(), `"gateway stopped"`) {
+			t.Errorf("gateway exit code %d, want 0 and \"gateway stopped\":\n%s", code, p.log.String())
+		}
 	})
 
 	t.Run("metrics", func(t *testing.T) {

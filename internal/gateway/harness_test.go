@@ -252,3 +252,52 @@ func readEvents(t testing.TB, r io.Reader, until string) []event {
 	}
 	return out
 }
+
+// process is the gateway binary running against the fleet.
+type process struct {
+	URL  string
+	cmd  *exec.Cmd
+	log  *lockedBuffer
+	done chan struct{}
+}
+
+// startBinary runs bin/gateway (built by TestMain) on a free port and waits until it serves.
+func (f *fleet) startBinary(extra ...string) *process {
+	f.t.Helper()
+	p := &process{log: &lockedBuffer{}, done: make(chan struct{})}
+	args := append([]string{"--listen", "127.0.0.1:0", "--nats-url", f.nats.URL, "--prefix", f.prefix}, extra...)
+	p.cmd = exec.Command(gatewayBin, args...)
+	p.cmd.Env = append(os.Environ(), "RUNFLEET_API_KEY="+apiKey)
+	p.cmd.Stderr = p.log
+	if err := p.cmd.Start(); err != nil {
+		f.t.Fatalf("start gateway: %v", err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	f.t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if f.t.Failed() {
+			f.t.Logf("gateway log:\n%s", p.log.String())
+		}
+	})
+	waitFor(f.t, 30*time.Second, "gateway started", func() bool {
+		select {
+		case <-p.done:
+			f.t.Fatalf("gateway exited:\n%s", p.log.String())
+		default:
+		}
+		sc := bufio.NewScanner(strings.NewReader(p.log.String()))
+		for sc.Scan() {
+			var line struct{ Msg, Listen string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "gateway started" {
+				p.URL = "http://" + line.Listen
+				return true
+			}
+		}
+		return false
+	})
+	return p
+}
