@@ -1,0 +1,211 @@
+package gateway_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/runfleet/runfleet/internal/gateway"
+	"github.com/runfleet/runfleet/job"
+)
+
+// BenchmarkWaitOverhead runs the same jobs on the same fleet through the runfleet client
+// (Submit then Watch, what `submit` does) and through the gateway (POST /v1/jobs?wait=true), in
+// alternating rounds, and reports both p50 latencies, both rates and their ratios.
+func BenchmarkWaitOverhead(b *testing.B) {
+	f := newFleet(b, gateway.Options{})
+	f.startWorker()
+	const concurrency = 4
+	code := job.Request{Language: "python3", Code: "print(1)"}
+	body, _ := json.Marshal(code)
+	viaClient := func(ctx context.Context) error {
+		sub, err := f.client.Submit(ctx, "", code)
+		if err != nil {
+			return err
+		}
+		st, err := f.client.Watch(ctx, sub.ID, nil)
+		if err == nil && st.Status != job.StatusSucceeded {
+			err = fmt.Errorf("status %s", st.Status)
+		}
+		return err
+	}
+	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency}}
+	defer httpClient.CloseIdleConnections()
+	viaGateway := func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, "POST", f.srv.URL+"/v1/jobs?wait=true", strings.NewReader(string(body)))
+		req.Header.Set("X-Api-Key", apiKey)
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var st job.Settlement
+		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+			return err
+		}
+		if resp.StatusCode != http.StatusOK || st.Status != job.StatusSucceeded {
+			return fmt.Errorf("%d %s", resp.StatusCode, st.Status)
+		}
+		return nil
+	}
+	// Warm both paths: the worker's sandboxes, the HTTP connections.
+	for range 2 * concurrency {
+		if err := viaClient(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		if err := viaGateway(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var client, gw stats
+	b.ResetTimer()
+	for round := range 4 {
+		n := max(b.N/4, 1)
+		if round%2 == 0 {
+			client.add(load(b, n, concurrency, viaClient))
+			gw.add(load(b, n, concurrency, viaGateway))
+		} else {
+			gw.add(load(b, n, concurrency, viaGateway))
+			client.add(load(b, n, concurrency, viaClient))
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(client.p50().Seconds()*1000, "client-p50-ms")
+	b.ReportMetric(gw.p50().Seconds()*1000, "gateway-p50-ms")
+	b.ReportMetric(float64(gw.p50())/float64(client.p50()), "p50-ratio")
+	b.ReportMetric(client.rate(), "client-jobs/s")
+	b.ReportMetric(gw.rate(), "gateway-jobs/s")
+	b.ReportMetric(gw.rate()/client.rate(), "jobs/s-ratio")
+}
+
+type stats struct {
+	lat     []time.Duration
+	elapsed time.Duration
+}
+
+func (s *stats) add(o stats) { s.lat, s.elapsed = append(s.lat, o.lat...), s.elapsed+o.elapsed }
+
+func (s *stats) p50() time.Duration {
+	slices.Sort(s.lat)
+	return s.lat[len(s.lat)/2]
+}
+
+func (s *stats) rate() float64 { return float64(len(s.lat)) / s.elapsed.Seconds() }
+
+// load runs n calls of one, concurrency at a time, and returns their latencies.
+func load(b *testing.B, n, concurrency int, one func(context.Context) error) stats {
+	var mu sync.Mutex
+	var out stats
+	jobs := make(chan struct{}, n)
+	for range n {
+		jobs <- struct{}{}
+	}
+	close(jobs)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range concurrency {
+		wg.Go(func() {
+			for range jobs {
+				t0 := time.Now()
+				if err := one(b.Context()); err != nil {
+					b.Error(err)
+					return
+				}
+				mu.Lock()
+				out.lat = append(out.lat, time.Since(t0))
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	out.elapsed = time.Since(start)
+	return out
+}
+
+// BenchmarkWaitingMemory holds 1,000 requests waiting (?wait=true on a queue no worker serves) in
+// the gateway binary and reports what they cost it: resident memory and Go heap per waiting
+// request, against the same process idle.
+func BenchmarkWaitingMemory(b *testing.B) {
+	const n = 1000
+	f := newFleet(b, gateway.Options{})
+	p := f.startBinary()
+	addr := strings.TrimPrefix(p.URL, "http://")
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	metric := func(name string) float64 {
+		req, _ := http.NewRequest("GET", p.URL+"/metrics", nil)
+		req.Header.Set("X-Api-Key", apiKey)
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+				x, _ := strconv.ParseFloat(v, 64)
+				return x
+			}
+		}
+		b.Fatalf("no metric %s", name)
+		return 0
+	}
+	rss := func() float64 {
+		s, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for line := range strings.Lines(string(s)) {
+			if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				return kb * 1024
+			}
+		}
+		b.Fatal("no VmRSS")
+		return 0
+	}
+	for range b.N {
+		rss0, heap0 := rss(), metric("go_memstats_heap_inuse_bytes")
+		conns := make([]net.Conn, 0, n)
+		for i := range n {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
+			}
+			conns = append(conns, c)
+			body := fmt.Sprintf(`{"id":"mem-%d-%d","language":"python3","code":"print(1)"}`, i, time.Now().UnixNano())
+			fmt.Fprintf(c, "POST /v1/jobs?wait=true&queue=idle HTTP/1.1\r\nHost: %s\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+				addr, apiKey, len(body), body)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for metric("runfleet_gateway_waiting") < n {
+			if time.Now().After(deadline) {
+				b.Fatalf("%v requests waiting after 2 min, want %d", metric("runfleet_gateway_waiting"), n)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		rss1, heap1 := rss(), metric("go_memstats_heap_inuse_bytes")
+		b.ReportMetric((rss1-rss0)/n, "rss-bytes/waiting")
+		b.ReportMetric((heap1-heap0)/n, "heap-bytes/waiting")
+		b.ReportMetric(metric("go_goroutines")/n, "goroutines/waiting")
+		for _, c := range conns {
+			c.Close()
+		}
+		for metric("runfleet_gateway_waiting") > 0 {
+			if time.Now().After(deadline) {
+				b.Fatal("requests still waiting 2 min after their clients left")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
