@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -110,6 +111,9 @@ type Page struct {
 	Sequence uint64 // in the results stream: where [Client.WatchFrom] resumes
 }
 
+// watchInactive is how long the server keeps the consumer of a watch that ended.
+const watchInactive = 5 * time.Second
+
 // ErrNoSettlement is returned by [Client.Watch] when ctx ends before the job settled.
 var ErrNoSettlement = errors.New("job not settled")
 
@@ -129,6 +133,10 @@ func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage 
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{c.subjects.Results(id)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		// Stopping the watch leaves its consumer on the server until this much idle time:
+		// nats.go's default of 5 min kept every finished watch's consumer (three server
+		// goroutines each) alive that long. A live watch always has a pull pending.
+		InactiveThreshold: watchInactive,
 	}
 	if after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -258,6 +259,7 @@ func TestGateway(t *testing.T) {
 
 	t.Run("200 concurrent waiting requests", func(t *testing.T) {
 		const n = 200
+		before := runtime.NumGoroutine()
 		var wg sync.WaitGroup
 		errs := make(chan string, n)
 		for i := range n {
@@ -286,7 +288,12 @@ func TestGateway(t *testing.T) {
 		if w := f.gw.Metrics().Waiting(); w != 0 {
 			t.Errorf("Waiting() = %d after every answer, want 0", w)
 		}
+		// Every connection and watch is gone: the goroutines come back to what they were, the
+		// embedded server's included (a watch's consumer lives 5 s after the watch).
 		f.srv.Client().CloseIdleConnections()
+		waitFor(t, 30*time.Second, fmt.Sprintf("goroutines back to %d after %d waiting requests", before, n), func() bool {
+			return runtime.NumGoroutine() <= before+5
+		})
 	})
 
 	t.Run("SIGTERM: in-flight requests end, then exit 0", func(t *testing.T) {
