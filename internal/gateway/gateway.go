@@ -122,7 +122,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", g.ready)
 	mux.Handle("GET /metrics", g.metrics.Handler())
-	return g.metrics.instrument(g.authenticate(mux))
+	return g.metrics.instrument(g.log, g.authenticate(mux))
 }
 
 // public are the routes that answer without the key: probes that tell nothing about jobs.
@@ -143,8 +143,8 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 // and content of the key sent.
 func (g *Gateway) authorized(r *http.Request) bool {
 	key := r.Header.Get("X-Api-Key")
-	if key == "" {
-		key, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if auth := r.Header.Get("Authorization"); key == "" && len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ") {
+		key = auth[7:]
 	}
 	sum := sha256.Sum256([]byte(key))
 	return key != "" && subtle.ConstantTimeCompare(sum[:], g.key[:]) == 1

@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"cmp"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -59,7 +62,8 @@ func (m *Metrics) watching() func() {
 	}
 }
 
-func (m *Metrics) instrument(next http.Handler) http.Handler {
+// instrument counts and times every request, and logs it.
+func (m *Metrics) instrument(log *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
@@ -69,7 +73,11 @@ func (m *Metrics) instrument(next http.Handler) http.Handler {
 			route = "unmatched"
 		}
 		m.requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
-		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+		took := time.Since(start)
+		m.duration.WithLabelValues(route).Observe(took.Seconds())
+		log.Info("request", "method", r.Method, "route", route, "code", sw.code, "ms", took.Milliseconds(),
+			"job_id", cmp.Or(r.PathValue("id"), strings.TrimPrefix(sw.Header().Get("Location"), "/v1/jobs/")),
+			"remote", r.RemoteAddr)
 	})
 }
 
