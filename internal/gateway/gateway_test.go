@@ -501,3 +501,26 @@ func TestUnavailable(t *testing.T) {
 		t.Errorf("POST after NATS is back = %d %s, want 202", code, b)
 	}
 }
+
+// TestMaxWait: a wait past --max-wait answers with the job's id (native) or 504 (dify), and the
+// job stays queued.
+func TestMaxWait(t *testing.T) {
+	f := newFleet(t, gateway.Options{MaxWait: 300 * time.Millisecond, Queue: "nobody-serves"})
+	code, ans := f.post("?wait=true", `{"id":"gw-long","language":"python3","code":"print(1)"}`)
+	if code != http.StatusAccepted || ans["job_id"] != "gw-long" {
+		t.Errorf("POST ?wait=true past max-wait = %d %v, want 202 with the job id", code, ans)
+	}
+	code, b := f.do("POST", "/v1/sandbox/run", apiKey, []byte(`{"language":"python3","code":"print(1)","preload":"","enable_network":true}`))
+	if code != http.StatusGatewayTimeout || !bytes.Contains(b, []byte(`"code":-504`)) {
+		t.Errorf("POST /v1/sandbox/run past max-wait = %d %s, want 504 code -504", code, b)
+	}
+	resp := f.send(t.Context(), "GET", "/v1/jobs/gw-long/events", apiKey, nil)
+	evs := readEvents(t, resp.Body, "settled")
+	resp.Body.Close()
+	if len(evs) != 0 {
+		t.Errorf("events past max-wait = %+v, want the stream to end without events", evs)
+	}
+	if w := f.gw.Metrics().Waiting(); w != 0 {
+		t.Errorf("Waiting() = %d, want 0", w)
+	}
+}
