@@ -54,9 +54,11 @@ type Bounds struct {
 	Pids        int64
 }
 
-// Policy is what a worker accepts: defaults for missing limits, maxima, and sizes of the request.
+// Policy is what a worker accepts: defaults for missing limits, minima, maxima, and sizes of the
+// request.
 type Policy struct {
 	Default      Bounds
+	Min          Bounds // a zero field means 1
 	Max          Bounds
 	MaxBodyBytes int               // the whole message body
 	MaxFiles     int               // entries in files
@@ -69,6 +71,8 @@ func DefaultPolicy() Policy {
 	return Policy{
 		Default: Bounds{Timeout: 10 * time.Second, OutputBytes: 1 << 20, PageBytes: 64 << 10,
 			MaxPages: 64, MemoryBytes: 256 << 20, Pids: 64},
+		// A sandbox's runtime and interpreter need this much to start at all.
+		Min: Bounds{MemoryBytes: 16 << 20, Pids: 8},
 		Max: Bounds{Timeout: 5 * time.Minute, OutputBytes: 16 << 20, PageBytes: 256 << 10,
 			MaxPages: 4096, MemoryBytes: 2 << 30, Pids: 512},
 		MaxBodyBytes: 1000 * 1000, // under NATS's default max_payload of 1 MiB, headers included
@@ -94,7 +98,16 @@ func reject(r Reason, format string, args ...any) *RejectError {
 	return &RejectError{Reason: r, Detail: fmt.Sprintf(format, args...)}
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var (
+	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	labelName = regexp.MustCompile(`^[a-z0-9_.-]{1,63}$`)
+)
+
+// Bounds of labels, which every settlement of the job carries.
+const (
+	MaxLabels          = 16
+	MaxLabelValueBytes = 256
+)
 
 // maxDepth bounds nesting in a request body; a valid request needs 4.
 const maxDepth = 16
@@ -152,6 +165,17 @@ func (r *Request) Validate(p Policy) (Bounds, error) {
 			return Bounds{}, reject(ReasonInvalidEnv, "value of %s contains NUL", k)
 		}
 	}
+	if len(r.Labels) > MaxLabels {
+		return Bounds{}, reject(ReasonInvalidLabels, "%d labels, at most %d", len(r.Labels), MaxLabels)
+	}
+	for k, v := range r.Labels {
+		if !labelName.MatchString(k) {
+			return Bounds{}, reject(ReasonInvalidLabels, "name %q does not match %s", clip(k), labelName)
+		}
+		if len(v) > MaxLabelValueBytes {
+			return Bounds{}, reject(ReasonInvalidLabels, "value of %s is %d bytes, at most %d", k, len(v), MaxLabelValueBytes)
+		}
+	}
 	if p.MaxFiles > 0 && len(r.Files) > p.MaxFiles {
 		return Bounds{}, reject(ReasonInvalidFiles, "%d files, at most %d", len(r.Files), p.MaxFiles)
 	}
@@ -196,26 +220,29 @@ func checkPath(p string) error {
 func (l Limits) resolve(p Policy) (Bounds, error) {
 	b := p.Default
 	fields := []struct {
-		name string
-		v    *int64
-		max  int64
-		set  func(int64)
+		name     string
+		v        *int64
+		min, max int64
+		set      func(int64)
 	}{
-		{"timeout_ms", l.TimeoutMS, p.Max.Timeout.Milliseconds(), func(v int64) { b.Timeout = time.Duration(v) * time.Millisecond }},
-		{"output_bytes", l.OutputBytes, p.Max.OutputBytes, func(v int64) { b.OutputBytes = v }},
-		{"page_bytes", l.PageBytes, p.Max.PageBytes, func(v int64) { b.PageBytes = v }},
-		{"max_pages", l.MaxPages, p.Max.MaxPages, func(v int64) { b.MaxPages = v }},
-		{"memory_bytes", l.MemoryBytes, p.Max.MemoryBytes, func(v int64) { b.MemoryBytes = v }},
-		{"pids", l.Pids, p.Max.Pids, func(v int64) { b.Pids = v }},
+		{"timeout_ms", l.TimeoutMS, p.Min.Timeout.Milliseconds(), p.Max.Timeout.Milliseconds(), func(v int64) { b.Timeout = time.Duration(v) * time.Millisecond }},
+		{"output_bytes", l.OutputBytes, p.Min.OutputBytes, p.Max.OutputBytes, func(v int64) { b.OutputBytes = v }},
+		{"page_bytes", l.PageBytes, p.Min.PageBytes, p.Max.PageBytes, func(v int64) { b.PageBytes = v }},
+		{"max_pages", l.MaxPages, p.Min.MaxPages, p.Max.MaxPages, func(v int64) { b.MaxPages = v }},
+		{"memory_bytes", l.MemoryBytes, p.Min.MemoryBytes, p.Max.MemoryBytes, func(v int64) { b.MemoryBytes = v }},
+		{"pids", l.Pids, p.Min.Pids, p.Max.Pids, func(v int64) { b.Pids = v }},
 	}
 	for _, f := range fields {
 		if f.v == nil {
 			continue
 		}
-		if *f.v <= 0 || *f.v > f.max {
-			return Bounds{}, reject(ReasonInvalidLimits, "%s is %d, want 1 to %d", f.name, *f.v, f.max)
+		if lo := max(f.min, 1); *f.v < lo || *f.v > f.max {
+			return Bounds{}, reject(ReasonInvalidLimits, "%s is %d, want %d to %d", f.name, *f.v, lo, f.max)
 		}
 		f.set(*f.v)
+	}
+	if l.MaxPages == nil {
+		b.MaxPages = min(max(b.MaxPages, PagesNeeded(b.Timeout, b.OutputBytes, b.PageBytes)), p.Max.MaxPages)
 	}
 	return b, nil
 }

@@ -2,8 +2,11 @@ package job_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/runfleet/runfleet/job"
 	"github.com/runfleet/runfleet/job/jobtest"
@@ -47,13 +50,27 @@ func TestDecodeAccepts(t *testing.T) {
 		check      func(t *testing.T, r job.Request, b job.Bounds)
 	}{
 		{"minimal takes defaults", `{"language":"python3","code":"print(1)"}`, func(t *testing.T, r job.Request, b job.Bounds) {
-			if b != p.Default || r.ID != "ok-1" {
-				t.Errorf("bounds = %+v id %q, want the defaults and the message id", b, r.ID)
+			want := p.Default
+			want.MaxPages = job.PagesNeeded(want.Timeout, want.OutputBytes, want.PageBytes)
+			if b != want || r.ID != "ok-1" {
+				t.Errorf("bounds = %+v id %q, want %+v and the message id", b, r.ID, want)
 			}
 		}},
 		{"limits at the maximum", `{"language":"nodejs","code":"x","limits":{"timeout_ms":300000,"pids":512}}`, func(t *testing.T, r job.Request, b job.Bounds) {
 			if b.Timeout != p.Max.Timeout || b.Pids != 512 {
 				t.Errorf("bounds = %+v", b)
+			}
+		}},
+		{"limits at the minimum", `{"language":"python3","code":"x","limits":{"memory_bytes":16777216,"pids":8}}`, nil},
+		{"labels at their bounds", `{"language":"python3","code":"x","labels":{` + sixteenLabels() + `}}`, func(t *testing.T, r job.Request, _ job.Bounds) {
+			if len(r.Labels) != job.MaxLabels {
+				t.Errorf("labels = %d, want %d", len(r.Labels), job.MaxLabels)
+			}
+		}},
+		{"max_pages derived from a long timeout", `{"language":"python3","code":"x","limits":{"timeout_ms":300000}}`, func(t *testing.T, _ job.Request, b job.Bounds) {
+			// A line every 100 ms for 5 minutes must fit: at most one time-cut page per PageInterval.
+			if lines := int64(300 * 10); b.MaxPages < lines*int64(100*time.Millisecond)/int64(job.PageInterval) {
+				t.Errorf("MaxPages = %d for a 5-minute job, too few for a line every 100 ms", b.MaxPages)
 			}
 		}},
 		{"body at the limit", `{"language":"python3","code":"x","stdin":"` + strings.Repeat("a", p.MaxBodyBytes-48) + `"}`, nil},
@@ -100,4 +117,23 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode() accepted %+v", r)
 		}
 	})
+}
+
+func sixteenLabels() string {
+	parts := make([]string, job.MaxLabels)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`"label.%02d_x-y":%q`, i, strings.Repeat("v", job.MaxLabelValueBytes))
+	}
+	return strings.Join(parts, ",")
+}
+
+func TestClipDetail(t *testing.T) {
+	long := strings.Repeat("é", job.MaxDetailBytes)
+	got := job.ClipDetail(long)
+	if len(got) > job.MaxDetailBytes || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("ClipDetail() = %d bytes, valid UTF-8 %v; want at most %d, valid, marked cut", len(got), utf8.ValidString(got), job.MaxDetailBytes)
+	}
+	if short := "short"; job.ClipDetail(short) != short {
+		t.Errorf("ClipDetail(%q) = %q, want it unchanged", short, job.ClipDetail(short))
+	}
 }

@@ -1,6 +1,9 @@
 package job
 
-import "time"
+import (
+	"time"
+	"unicode/utf8"
+)
 
 // Status is how a job ended.
 type Status string
@@ -110,4 +113,20 @@ type Rejection struct {
 	Subject   string `json:"subject"`
 	Reason    Reason `json:"reason"`
 	Detail    string `json:"detail,omitempty"`
+}
+
+// MaxDetailBytes bounds a settlement's or rejection's detail, so that no settlement can be too
+// large to store: every other field of one is bounded already.
+const MaxDetailBytes = 1024
+
+// ClipDetail cuts s to at most MaxDetailBytes, on a UTF-8 boundary.
+func ClipDetail(s string) string {
+	if len(s) <= MaxDetailBytes {
+		return s
+	}
+	cut := MaxDetailBytes - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
 }

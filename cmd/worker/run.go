@@ -42,10 +42,11 @@ type config struct {
 	concurrency                                                       int
 	leaseTTL, grace                                                   time.Duration
 	dev                                                               bool
-	rootfs, image, dispatchLog, crashAt                               string
+	rootfs, image, dispatchLog                                        string
 	cpus                                                              float64
 	maxTimeout                                                        time.Duration
 	maxFailures                                                       int
+	hook                                                              func() func(phase string)
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
@@ -71,7 +72,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.DurationVar(&c.maxTimeout, "max-timeout", 5*time.Minute, "largest timeout_ms a job may ask for")
 	fs.IntVar(&c.maxFailures, "max-failures", 5, "pre-dispatch failures before a job settles error")
 	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
-	fs.StringVar(&c.crashAt, "crash-at", "", "testing only: SIGKILL itself at phase claimed|reserved|associated|running|settled")
+	c.hook = faultHook(fs)
 	return fs, c
 }
 
@@ -133,6 +134,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	if err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
 	}
+	ropts.ContextTimeoutEnabled = true // no lease call may outlive its trust window
 	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	if err := rdb.Ping(startCtx).Err(); err != nil {
@@ -193,7 +195,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
 		MaxFailures: c.maxFailures, Sandbox: runner.SandboxOptions{CPUs: c.cpus},
-		Logger: log, Observer: m, CrashAt: c.crashAt,
+		Logger: log, Observer: m, Hook: c.hook(),
 	})
 
 	claimCtx, stopClaiming := context.WithCancel(ctx)
@@ -222,6 +224,12 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		"draining": func(context.Context) error {
 			if draining.Load() {
 				return errors.New("shutting down")
+			}
+			return nil
+		},
+		"consuming": func(context.Context) error {
+			if !r.Consuming() {
+				return errors.New("not consuming its queues")
 			}
 			return nil
 		},

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -75,6 +76,9 @@ func (s *Stack) startRedis(ctx context.Context) error {
 	l.Close()
 	s.redis = exec.Command(bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "",
 		"--appendonly", "no", "--dir", s.dir, "--daemonize", "no")
+	// redis-server keeps its credentials, so the parent-death signal holds: a worker killed with
+	// SIGKILL takes its dev Redis with it.
+	s.redis.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.redis.Start(); err != nil {
 		return fmt.Errorf("start redis-server: %w", err)
 	}

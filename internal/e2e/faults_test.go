@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -36,7 +37,7 @@ func TestKillAtEachPhase(t *testing.T) {
 			a.exited(t, 30*time.Second)
 			f.start("rescuer")
 			st := f.settlement(id, 30*time.Second)
-			time.Sleep(500 * time.Millisecond) // room for a wrong second settlement to show
+			f.queueDrained(30 * time.Second) // acked: no redelivery can store a second settlement
 			if st.Status != c.status {
 				t.Errorf("status = %s (%s), want %s", st.Status, st.Reason, c.status)
 			}
@@ -56,11 +57,7 @@ func TestStalledWorkerIsFenced(t *testing.T) {
 	f := newFleet(t)
 	a := f.start("stalled")
 	id := f.submit(job.Request{Language: "python3", Code: "import time\nfor i in range(60):\n    print(i, flush=True); time.sleep(0.1)"})
-	deadline := time.Now().Add(20 * time.Second)
-	for f.dispatches()[id] == 0 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 30*time.Second, "a page of the first attempt stored", func() bool { return len(f.results(id)) > 0 })
 	a.signal(syscall.SIGSTOP)
 	f.start("taker")
 	st := f.settlement(id, 30*time.Second)
@@ -68,18 +65,28 @@ func TestStalledWorkerIsFenced(t *testing.T) {
 		t.Errorf("settled %s by %s, want unknown by taker", st.Status, st.Worker)
 	}
 	a.signal(syscall.SIGCONT)
-	time.Sleep(3 * time.Second) // the resumed worker runs on, and must store nothing
+	// The resumed worker finds its trust window closed, kills its sandbox and stores nothing.
+	waitFor(t, 30*time.Second, "the resumed worker giving the job up", func() bool {
+		return strings.Contains(a.logText(), "storing nothing more")
+	})
 	var settledSeq uint64
+	var pages, stdout int64
 	for _, m := range f.results(id) {
 		switch {
 		case m.Subject == "runfleet.results."+id+".settled":
 			settledSeq = m.Sequence
 		case settledSeq != 0:
 			t.Errorf("%s (attempt %s) stored at seq %d after the settlement at %d", m.Subject, m.Header.Get(job.HeaderAttempt), m.Sequence, settledSeq)
+		default:
+			pages++
+			stdout += int64(len(m.Data))
 		}
 	}
 	if settledSeq == 0 {
 		t.Error("no settlement stored")
+	}
+	if st.Pages != pages || st.StdoutBytes != stdout || pages == 0 {
+		t.Errorf("unknown settlement counts %d pages, %d bytes; the first attempt stored %d pages, %d bytes", st.Pages, st.StdoutBytes, pages, stdout)
 	}
 	if n := f.settledCounts()[id]; n != 1 {
 		t.Errorf("settlements = %d, want 1", n)
@@ -127,7 +134,7 @@ func tally(t *testing.T, f *fleet, ids []string, within time.Duration) map[job.S
 		})
 	}
 	wg.Wait()
-	time.Sleep(time.Second)
+	f.queueDrained(within) // every delivery acked: nothing more can be stored
 	dupDispatch, dupSettle := 0, 0
 	disp, settled := f.dispatches(), f.settledCounts()
 	for _, id := range ids {
@@ -151,7 +158,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	f.start("w1")
 	f.start("w2")
 	ids := runJobs(f, 30, 0.5)
-	time.Sleep(1500 * time.Millisecond)
+	waitFor(t, 30*time.Second, "jobs under way", func() bool { return len(f.dispatches()) >= 5 })
 	f.redis.Restart()
 	tally(t, f, ids, 90*time.Second)
 }
@@ -160,7 +167,7 @@ func TestNATSRestarted(t *testing.T) {
 	f := newFleet(t)
 	f.start("w1")
 	ids := runJobs(f, 20, 0.4)
-	time.Sleep(1500 * time.Millisecond)
+	waitFor(t, 30*time.Second, "jobs under way", func() bool { return len(f.dispatches()) >= 5 })
 	f.nats.Restart()
 	tally(t, f, ids, 90*time.Second)
 }

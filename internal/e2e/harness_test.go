@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	workerBin = filepath.Join(dir, "worker")
-	build := exec.Command("go", "build", "-o", workerBin, "github.com/runfleet/runfleet/cmd/worker")
+	build := exec.Command("go", "build", "-tags", "faults", "-o", workerBin, "github.com/runfleet/runfleet/cmd/worker")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build worker:", err)
@@ -91,7 +92,7 @@ type worker struct {
 func (f *fleet) start(id string, extra ...string) *worker {
 	f.t.Helper()
 	args := append([]string{"--nats-url", f.nats.URL, "--redis-url", f.redis.URL, "--id", id,
-		"--listen", "127.0.0.1:0", "--lease-ttl", "1s", "--concurrency", "2", "--dispatch-log", f.dlog,
+		"--listen", "127.0.0.1:0", "--lease-ttl", "2s", "--concurrency", "2", "--dispatch-log", f.dlog,
 		"--grace", "5s"}, extra...)
 	if root := testenv.RootFS(f.t); root != "" {
 		args = append(args, "--rootfs", root)
@@ -225,4 +226,51 @@ func (f *fleet) results(id string) []jetstream.RawStreamMsg {
 
 func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(t.Context(), d)
+}
+
+// waitFor polls cond until it holds, failing the test after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+	}
+}
+
+// queueDrained waits until every job message is acked: no redelivery can store anything more.
+func (f *fleet) queueDrained(within time.Duration) {
+	f.t.Helper()
+	s, err := f.js.Stream(f.t.Context(), "RUNFLEET_JOBS")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	waitFor(f.t, within, "job messages acked", func() bool {
+		info, err := s.Info(f.t.Context())
+		return err == nil && info.State.Msgs == 0
+	})
+}
+
+// dispatched waits until job id reached a sandbox.
+func (f *fleet) dispatched(id string, within time.Duration) {
+	f.t.Helper()
+	waitFor(f.t, within, "job "+id+" dispatched", func() bool { return f.dispatches()[id] > 0 })
+}
+
+// leftoverCgroups lists the sandbox cgroups of the worker process pid still on the host, on
+// cgroup v1 (one tree per controller) and v2 (one tree) alike.
+func leftoverCgroups(pid int) []string {
+	var left []string
+	prefix := fmt.Sprintf("p%d-", pid)
+	_ = filepath.WalkDir("/sys/fs/cgroup", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return nil
+		}
+		if strings.HasPrefix(d.Name(), prefix) {
+			left = append(left, path)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return left
 }

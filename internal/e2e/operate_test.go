@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,10 +27,9 @@ func TestGracefulShutdown(t *testing.T) {
 		f.submit(job.Request{Language: "python3", Code: "import time; print('long', flush=True); time.sleep(60)"}),
 		f.submit(job.Request{Language: "nodejs", Code: "console.log('long'); setTimeout(() => {}, 60000)"}),
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(f.dispatches()) < 2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, 30*time.Second, "both jobs started", func() bool {
+		return len(f.results(ids[0])) > 0 && len(f.results(ids[1])) > 0
+	})
 	w.signal(syscall.SIGTERM)
 	w.exited(t, 15*time.Second)
 	if code := w.cmd.ProcessState.ExitCode(); code != 0 {
@@ -43,7 +41,7 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Errorf("job %s settled %s/%s destroyed=%v, want failed/worker_shutdown, destroyed", id, st.Status, st.Reason, st.SandboxDestroyed)
 		}
 	}
-	if left, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/pids/runfleet/p%d-*", w.cmd.Process.Pid)); len(left) > 0 {
+	if left := leftoverCgroups(w.cmd.Process.Pid); len(left) > 0 {
 		t.Errorf("sandbox cgroups left behind: %v", left)
 	}
 	if keys, err := f.redis.Client().Keys(context.Background(), "runfleet:lease:*").Result(); err != nil || len(keys) > 0 {
@@ -160,12 +158,10 @@ func TestMetricsAndReadiness(t *testing.T) {
 func TestSecondSignalEndsAtOnce(t *testing.T) {
 	f := newFleet(t)
 	w := f.start("impatient", "--grace", "60s")
-	id := f.submit(job.Request{Language: "python3", Code: "import time; time.sleep(60)"})
-	for deadline := time.Now().Add(20 * time.Second); f.dispatches()[id] == 0 && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-	}
+	id := f.submit(job.Request{Language: "python3", Code: "import time; print('up', flush=True); time.sleep(60)"})
+	waitFor(t, 30*time.Second, "job started", func() bool { return len(f.results(id)) > 0 })
 	w.signal(syscall.SIGTERM)
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, 10*time.Second, "first signal heard", func() bool { return strings.Contains(w.logText(), "stop claiming") })
 	w.signal(syscall.SIGTERM)
 	w.exited(t, 10*time.Second)
 	if st := f.settlement(id, 5*time.Second); st.Status != job.StatusFailed || st.Reason != job.ReasonWorkerShutdown {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +26,8 @@ var (
 	settleSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/adopt.lua
+	adoptSrc string
 
 	claimScript     = redis.NewScript(claimSrc)
 	extendScript    = redis.NewScript(extendSrc)
@@ -32,6 +35,7 @@ var (
 	associateScript = redis.NewScript(associateSrc)
 	settleScript    = redis.NewScript(settleSrc)
 	releaseScript   = redis.NewScript(releaseSrc)
+	adoptScript     = redis.NewScript(adoptSrc)
 )
 
 // Defaults of [Options].
@@ -57,11 +61,13 @@ type Options struct {
 
 // Store runs the lease scripts against one Redis.
 type Store struct {
-	rdb redis.UniversalClient
-	o   Options
+	rdb   redis.UniversalClient
+	o     Options
+	epoch time.Time // origin of the trust windows, on o.Now's clock (monotonic with time.Now)
 }
 
-// NewStore returns a store on rdb.
+// NewStore returns a store on rdb. rdb must honour contexts (go-redis's ContextTimeoutEnabled),
+// so that no call outlives a lease's trust window.
 func NewStore(rdb redis.UniversalClient, o Options) *Store {
 	o.Prefix = cmp.Or(o.Prefix, "runfleet")
 	o.TTL = cmp.Or(o.TTL, DefaultTTL)
@@ -71,8 +77,11 @@ func NewStore(rdb redis.UniversalClient, o Options) *Store {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Store{rdb: rdb, o: o}
+	return &Store{rdb: rdb, o: o, epoch: o.Now()}
 }
+
+// since is the time on the trust windows' clock.
+func (s *Store) since() time.Duration { return s.o.Now().Sub(s.epoch) }
 
 // TTL is the lease lifetime.
 func (s *Store) TTL() time.Duration { return s.o.TTL }
@@ -122,7 +131,7 @@ type Claim struct {
 
 // Claim takes job id's lease for owner, unless the job settled or another worker holds it.
 func (s *Store) Claim(ctx context.Context, id, owner string, d Delivery) (Claim, error) {
-	sent := s.o.Now()
+	sent := s.since()
 	res, err := claimScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id), s.epochKey()},
 		owner, s.o.TTL.Milliseconds(), d.Count, d.QueuedAt.UnixMilli(), s.o.RecordTTL.Milliseconds(), s.o.Skew.Milliseconds()).Slice()
 	if err != nil {
@@ -141,7 +150,8 @@ func (s *Store) Claim(ctx context.Context, id, owner string, d Delivery) (Claim,
 		c.Status = detail
 	case ModeHeld:
 	default:
-		c.Lease = &Lease{s: s, id: id, owner: owner, gen: gen, validUntil: sent.Add(s.o.TTL - s.o.Drift)}
+		c.Lease = &Lease{s: s, id: id, owner: owner, gen: gen}
+		c.Lease.validUntil.Store(int64(sent + s.o.TTL - s.o.Drift))
 	}
 	return c, nil
 }
@@ -165,13 +175,16 @@ func (s *Store) Held(ctx context.Context, id string) bool {
 	return err != nil || n == 1
 }
 
-// Lease is one generation's hold on a job.
+// Lease is one generation's hold on a job. Its methods are safe for concurrent use: the
+// heartbeat extends the window that every writer checks.
 type Lease struct {
-	s          *Store
-	id         string
-	owner      string
-	gen        int64
-	validUntil time.Time // local trust window; see the package documentation
+	s     *Store
+	id    string
+	owner string
+	gen   int64
+	// validUntil closes the local trust window (see the package documentation), in nanoseconds on
+	// the store's monotonic clock; 0 once the lease ended.
+	validUntil atomic.Int64
 }
 
 // JobID is the leased job.
@@ -181,10 +194,15 @@ func (l *Lease) JobID() string { return l.id }
 func (l *Lease) Generation() int64 { return l.gen }
 
 // Valid reports whether the local trust window is still open.
-func (l *Lease) Valid() bool { return l.s.o.Now().Before(l.validUntil) }
+func (l *Lease) Valid() bool { return l.Remaining() > 0 }
 
 // Remaining is how long the trust window stays open without an extend.
-func (l *Lease) Remaining() time.Duration { return l.validUntil.Sub(l.s.o.Now()) }
+func (l *Lease) Remaining() time.Duration {
+	return time.Duration(l.validUntil.Load()) - l.s.since()
+}
+
+// end closes the trust window for good.
+func (l *Lease) end() { l.validUntil.Store(0) }
 
 func (l *Lease) keys() []string { return []string{l.s.recordKey(l.id), l.s.leaseKey(l.id)} }
 
@@ -205,22 +223,31 @@ func (l *Lease) fenced(op string, err error) error {
 	return nil
 }
 
-// Extend renews the lease and its trust window.
+// Extend renews the lease and its trust window. It waits no longer than the window stays open:
+// a Redis that does not answer cannot keep a caller past it.
 func (l *Lease) Extend(ctx context.Context) error {
 	if err := l.check(); err != nil {
 		return err
 	}
-	sent := l.s.o.Now()
+	ctx, cancel := context.WithTimeout(ctx, l.Remaining())
+	defer cancel()
+	sent := l.s.since()
 	n, err := extendScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, l.s.o.TTL.Milliseconds(), l.s.o.RecordTTL.Milliseconds()).Int()
 	if err != nil {
 		return fmt.Errorf("extend %s: %w", l.id, err)
 	}
 	if n != 1 {
-		l.validUntil = time.Time{}
+		l.end()
 		return fmt.Errorf("extend %s generation %d: %w", l.id, l.gen, ErrLost)
 	}
-	l.validUntil = sent.Add(l.s.o.TTL - l.s.o.Drift)
-	return nil
+	// Only ever forward: a reply that arrives late must not reopen a window a later one set.
+	until := int64(sent + l.s.o.TTL - l.s.o.Drift)
+	for {
+		old := l.validUntil.Load()
+		if old == 0 || old >= until || l.validUntil.CompareAndSwap(old, until) {
+			return nil
+		}
+	}
 }
 
 // Reserve records, before any of the job's data enters a sandbox, that it is about to. When it
@@ -241,10 +268,12 @@ func (l *Lease) Associate(ctx context.Context, sandboxID string) error {
 	return l.fenced("associate", associateScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, sandboxID).Err())
 }
 
-// Settled records that the job's settlement is stored, and ends the lease.
+// Settled records that the holder's settlement is stored, and ends the lease. It fails with
+// ErrLost when the lease or the record moved on; the settlement is stored all the same, and
+// [Store.Adopt] records it.
 func (l *Lease) Settled(ctx context.Context, status string) error {
 	err := settleScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, status, l.s.o.RecordTTL.Milliseconds()).Err()
-	l.validUntil = time.Time{}
+	l.end()
 	return l.fenced("settle", err)
 }
 
@@ -256,12 +285,22 @@ func (l *Lease) Release(ctx context.Context, failed bool) (int, error) {
 		f = 1
 	}
 	n, err := releaseScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, f).Int()
-	l.validUntil = time.Time{}
+	l.end()
 	return n, l.fenced("release", err)
 }
 
-// Settled records job id's settlement without holding its lease: for a worker that found the
-// settlement already stored by another.
-func (s *Store) Settled(ctx context.Context, id, status string) error {
-	return settleScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id)}, 0, "", status, s.o.RecordTTL.Milliseconds()).Err()
+// Adopt records a settlement that JetStream already holds for job id, whichever attempt stored
+// it: the record moves forward to settled and never back. held, when not nil, is the caller's
+// own lease of the job, which ends.
+func (s *Store) Adopt(ctx context.Context, id, status string, held *Lease) error {
+	var gen int64
+	owner := ""
+	if held != nil {
+		gen, owner = held.gen, held.owner
+		held.end()
+	}
+	if err := adoptScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id)}, status, s.o.RecordTTL.Milliseconds(), gen, owner).Err(); err != nil {
+		return fmt.Errorf("adopt settlement of %s: %w", id, err)
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,5 +189,135 @@ func TestRecordLostAfterRedisRestart(t *testing.T) {
 	}
 	if got := claim(t, s2, "j", "w2", lease.Delivery{Count: 2, QueuedAt: queued}).Mode; got != lease.ModeRecordLost {
 		t.Errorf("Claim() after an empty restart = %s, want %s", got, lease.ModeRecordLost)
+	}
+}
+
+func TestSettleIsFenced(t *testing.T) {
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	old := claim(t, s, "j", "w1", lease.Delivery{}).Lease
+	expire(t, rdb, "j")
+	cur := claim(t, s, "j", "w2", lease.Delivery{}).Lease
+	if err := old.Settled(ctx, "succeeded"); !errors.Is(err, lease.ErrLost) {
+		t.Errorf("old Settled() error = %v, want ErrLost", err)
+	}
+	if rec, _ := s.Lookup(ctx, "j"); rec["state"] == "settled" {
+		t.Errorf("record after a stale settle = %v, want it unsettled", rec)
+	}
+	if err := cur.Settled(ctx, "failed"); err != nil {
+		t.Errorf("current Settled() error = %v", err)
+	}
+	if rec, _ := s.Lookup(ctx, "j"); rec["state"] != "settled" || rec["status"] != "failed" {
+		t.Errorf("record = %v, want settled failed", rec)
+	}
+	if held := s.Held(ctx, "j"); held {
+		t.Errorf("Held() after settling = true, want the lease ended")
+	}
+}
+
+func TestAdoptOnlyMovesForward(t *testing.T) {
+	s, rdb := newStore(t)
+	ctx := t.Context()
+	cases := []struct {
+		name       string
+		setup      func(t *testing.T, id string) *lease.Lease // returns the adopter's own lease, if any
+		adopt      string
+		wantStatus string
+	}{
+		{name: "no record", setup: func(*testing.T, string) *lease.Lease { return nil }, adopt: "unknown", wantStatus: "unknown"},
+		{name: "dispatched by a dead worker, adopted by the next holder", setup: func(t *testing.T, id string) *lease.Lease {
+			l := claim(t, s, id, "w1", lease.Delivery{}).Lease
+			if err := l.Reserve(ctx, "p", "d", "x"); err != nil {
+				t.Fatal(err)
+			}
+			expire(t, rdb, id)
+			return claim(t, s, id, "w2", lease.Delivery{Count: 2, QueuedAt: time.Now()}).Lease
+		}, adopt: "succeeded", wantStatus: "succeeded"},
+		{name: "settled stays as it is", setup: func(t *testing.T, id string) *lease.Lease {
+			l := claim(t, s, id, "w1", lease.Delivery{}).Lease
+			if err := l.Settled(ctx, "succeeded"); err != nil {
+				t.Fatal(err)
+			}
+			return nil
+		}, adopt: "unknown", wantStatus: "succeeded"},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := "adopt-" + string(rune('a'+i))
+			held := c.setup(t, id)
+			before, _ := s.Lookup(ctx, id)
+			if err := s.Adopt(ctx, id, c.adopt, held); err != nil {
+				t.Fatalf("Adopt() error = %v", err)
+			}
+			rec, _ := s.Lookup(ctx, id)
+			if rec["state"] != "settled" || rec["status"] != c.wantStatus || rec["gen"] != before["gen"] {
+				t.Errorf("record = %v (before %v), want settled %s with the generation unchanged", rec, before, c.wantStatus)
+			}
+			if s.Held(ctx, id) {
+				t.Errorf("Held() after Adopt = true, want no lease")
+			}
+			if held != nil && held.Valid() {
+				t.Errorf("adopter's lease Valid() = true, want ended")
+			}
+		})
+	}
+}
+
+// TestExtendNeverOutlivesTheWindow pauses Redis under a lease: Extend returns by the time the
+// trust window closes, not when a TCP timeout decides.
+func TestExtendNeverOutlivesTheWindow(t *testing.T) {
+	srv := testenv.StartRedis(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
+		ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	s := lease.NewStore(rdb, lease.Options{TTL: 2 * time.Second})
+	l := claim(t, s, "j", "w1", lease.Delivery{}).Lease
+	srv.Pause()
+	defer srv.Resume()
+	window := l.Remaining()
+	start := time.Now()
+	err := l.Extend(t.Context())
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("Extend() against a paused Redis = nil, want an error")
+	}
+	if took > window+time.Second {
+		t.Errorf("Extend() returned after %v, want by the window's end (%v)", took, window)
+	}
+	if l.Valid() {
+		t.Errorf("Valid() after the window = true")
+	}
+}
+
+// TestLeaseIsSafeForConcurrentUse has writers check the window while a heartbeat extends it; the
+// race detector is the assertion.
+func TestLeaseIsSafeForConcurrentUse(t *testing.T) {
+	s, _ := newStore(t)
+	l := claim(t, s, "j", "w1", lease.Delivery{}).Lease
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					_ = l.Valid()
+					_ = l.Remaining()
+				}
+			}
+		})
+	}
+	for range 50 {
+		if err := l.Extend(t.Context()); err != nil {
+			t.Errorf("Extend() error = %v", err)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if !l.Valid() {
+		t.Error("Valid() after extends = false")
 	}
 }

@@ -22,7 +22,9 @@ type ConsumerOptions struct {
 }
 
 // Consumer returns the durable pull consumer that the fleet shares for queue, creating it when it
-// is missing. MaxDeliver stays unlimited: in a work-queue stream a message past MaxDeliver would
+// is missing. An existing consumer whose AckWait is shorter than o's (made by a worker with a
+// shorter lease) is raised to it, so that this worker's deliveries are not redelivered while it
+// runs them; it is never lowered, since other workers of the fleet may need it. MaxDeliver stays unlimited: in a work-queue stream a message past MaxDeliver would
 // stay stored forever and block nothing but be never settled; the lease record counts failures
 // instead.
 func Consumer(ctx context.Context, js jetstream.JetStream, s job.Subjects, queue string, o ConsumerOptions) (jetstream.Consumer, error) {
@@ -42,6 +44,11 @@ func Consumer(ctx context.Context, js jetstream.JetStream, s job.Subjects, queue
 	c, err := js.CreateConsumer(ctx, s.JobsStream(), cfg)
 	if errors.Is(err, jetstream.ErrConsumerExists) {
 		c, err = js.Consumer(ctx, s.JobsStream(), cfg.Durable)
+		if err == nil && c.CachedInfo().Config.AckWait < cfg.AckWait {
+			cur := c.CachedInfo().Config
+			cur.AckWait = cfg.AckWait
+			c, err = js.UpdateConsumer(ctx, s.JobsStream(), cur)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)

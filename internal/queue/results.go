@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -104,8 +105,10 @@ func (c *Chain) Page(ctx context.Context, stream string, index, offset int64, da
 	return c.publish(ctx, m)
 }
 
-// Settle stores the settlement as the chain's last write.
+// Settle stores the settlement as the chain's last write. Its detail is clipped, so that no
+// settlement is too large to store.
 func (c *Chain) Settle(ctx context.Context, st job.Settlement) error {
+	st.Detail = job.ClipDetail(st.Detail)
 	body, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode settlement: %w", err)
@@ -113,22 +116,68 @@ func (c *Chain) Settle(ctx context.Context, st job.Settlement) error {
 	return c.publish(ctx, c.msg(c.r.subjects.Settled(c.id), body))
 }
 
-// SettleOnce stores a settlement for a job this attempt did not dispatch (rejected, expired,
-// cancelled before start, error, unknown): it succeeds only if no settlement is stored yet.
-func (r *Results) SettleOnce(ctx context.Context, st job.Settlement, traceparent string) error {
-	c := r.Chain(st.JobID, st.Attempt, traceparent)
-	body, err := json.Marshal(st)
+// Stored is what earlier attempts stored of one job's results.
+type Stored struct {
+	Pages       int64
+	StdoutBytes int64
+	StderrBytes int64
+	Settled     bool // a settlement is stored: the job is over
+}
+
+// Resume reads what is stored of job id's results and returns attempt's chain after it: the
+// chain's first write is refused if anything more is stored in between, so a settlement it
+// stores counts exactly what the earlier attempts stored (G4). For a job nothing was stored of,
+// it is [Results.Chain].
+func (r *Results) Resume(ctx context.Context, id string, attempt int64, traceparent string) (*Chain, Stored, error) {
+	var got Stored
+	c := r.Chain(id, attempt, traceparent)
+	s, err := r.stream(ctx, r.subjects.ResultsStream())
 	if err != nil {
-		return fmt.Errorf("encode settlement: %w", err)
+		return nil, got, err
 	}
-	_, err = r.js.PublishMsg(ctx, c.msg(r.subjects.Settled(st.JobID), body), jetstream.WithExpectLastSequencePerSubject(0))
-	if conflict(err) {
-		return fmt.Errorf("job %s: settled already: %w", st.JobID, ErrConflict)
+	last, err := s.GetLastMsgForSubject(ctx, r.subjects.Results(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return c, got, nil
 	}
 	if err != nil {
-		return fmt.Errorf("publish settlement of %s: %w", st.JobID, err)
+		return nil, got, fmt.Errorf("results of %s: %w", id, err)
 	}
-	return nil
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.subjects.Results(id)}})
+	if err != nil {
+		return nil, got, fmt.Errorf("read results of %s: %w", id, err)
+	}
+	for c.last < last.Sequence {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return nil, got, fmt.Errorf("read results of %s: %w", id, err)
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			meta, err := m.Metadata()
+			if err != nil {
+				return nil, got, fmt.Errorf("read results of %s: %w", id, err)
+			}
+			c.last = meta.Sequence.Stream
+			switch {
+			case m.Subject() == r.subjects.Settled(id):
+				got.Settled = true
+			case m.Headers().Get(job.HeaderStream) == job.Stderr:
+				got.Pages++
+				got.StderrBytes += int64(len(m.Data()))
+			default:
+				got.Pages++
+				got.StdoutBytes += int64(len(m.Data()))
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return nil, got, fmt.Errorf("read results of %s: %w", id, err)
+		}
+		if n == 0 {
+			return nil, got, fmt.Errorf("read results of %s: stopped at sequence %d of %d", id, c.last, last.Sequence)
+		}
+	}
+	return c, got, nil
 }
 
 // ErrNotSettled is returned by [Results.Settlement] for a job with no stored settlement.
@@ -156,6 +205,7 @@ func (r *Results) Settlement(ctx context.Context, id string) (job.Settlement, er
 
 // Reject stores a record for a job message whose id could not be read.
 func (r *Results) Reject(ctx context.Context, rec job.Rejection) error {
+	rec.Detail = job.ClipDetail(rec.Detail)
 	body, err := json.Marshal(rec)
 	if err != nil {
 		return err

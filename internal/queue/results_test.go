@@ -2,7 +2,9 @@ package queue_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
@@ -56,8 +58,12 @@ func TestChainFencing(t *testing.T) {
 			if err := old.Page(ctx, job.Stdout, 0, 0, []byte("x")); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.SettleOnce(ctx, job.Settlement{JobID: "j", Status: job.StatusUnknown, Attempt: 2}, ""); err != nil {
-				t.Fatalf("SettleOnce() error = %v", err)
+			cur, stored, err := r.Resume(ctx, "j", 2, "")
+			if err != nil {
+				t.Fatalf("Resume() error = %v", err)
+			}
+			if err := cur.Settle(ctx, job.Settlement{JobID: "j", Status: job.StatusUnknown, Attempt: 2, Pages: stored.Pages}); err != nil {
+				t.Fatalf("Settle() after Resume error = %v", err)
 			}
 			if err := old.Page(ctx, job.Stdout, 1, 1, []byte("y")); !errors.Is(err, queue.ErrConflict) {
 				t.Errorf("old Page() after takeover error = %v, want ErrConflict", err)
@@ -68,14 +74,78 @@ func TestChainFencing(t *testing.T) {
 		}},
 		{"settles once", func(t *testing.T, r *queue.Results) {
 			st := job.Settlement{JobID: "j", Status: job.StatusRejected}
-			if err := r.SettleOnce(ctx, st, ""); err != nil {
+			first, _, err := r.Resume(ctx, "j", 1, "")
+			if err != nil {
 				t.Fatal(err)
 			}
-			if err := r.SettleOnce(ctx, st, ""); !errors.Is(err, queue.ErrConflict) {
-				t.Errorf("second SettleOnce() error = %v, want ErrConflict", err)
+			second, _, err := r.Resume(ctx, "j", 2, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Settle(ctx, st); err != nil {
+				t.Fatal(err)
+			}
+			if err := second.Settle(ctx, st); !errors.Is(err, queue.ErrConflict) {
+				t.Errorf("second Settle() error = %v, want ErrConflict", err)
+			}
+			if _, stored, err := r.Resume(ctx, "j", 3, ""); err != nil || !stored.Settled {
+				t.Errorf("Resume() after the settlement = %+v, %v; want Settled", stored, err)
 			}
 			if err := r.Chain("j", 3, "").Page(ctx, job.Stdout, 0, 0, []byte("late")); !errors.Is(err, queue.ErrConflict) {
 				t.Errorf("a new chain's first page after the settlement error = %v, want ErrConflict", err)
+			}
+		}},
+		{"takeover counts what the earlier attempt stored", func(t *testing.T, r *queue.Results) {
+			old := r.Chain("j", 1, "")
+			pages := []struct {
+				stream string
+				data   string
+			}{{job.Stdout, "abc"}, {job.Stderr, "e"}, {job.Stdout, "de"}}
+			offsets := map[string]int64{}
+			for i, p := range pages {
+				if err := old.Page(ctx, p.stream, int64(i), offsets[p.stream], []byte(p.data)); err != nil {
+					t.Fatal(err)
+				}
+				offsets[p.stream] += int64(len(p.data))
+			}
+			// Another job's output in between must not count.
+			if err := r.Chain("other", 1, "").Page(ctx, job.Stdout, 0, 0, []byte("zzzz")); err != nil {
+				t.Fatal(err)
+			}
+			_, stored, err := r.Resume(ctx, "j", 2, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := (queue.Stored{Pages: 3, StdoutBytes: 5, StderrBytes: 1}); stored != want {
+				t.Errorf("Resume() stored = %+v, want %+v", stored, want)
+			}
+		}},
+		{"a stale write after Resume fences the takeover", func(t *testing.T, r *queue.Results) {
+			old := r.Chain("j", 1, "")
+			if err := old.Page(ctx, job.Stdout, 0, 0, []byte("a")); err != nil {
+				t.Fatal(err)
+			}
+			cur, _, err := r.Resume(ctx, "j", 2, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := old.Page(ctx, job.Stdout, 1, 1, []byte("b")); err != nil {
+				t.Fatal(err)
+			}
+			if err := cur.Settle(ctx, job.Settlement{JobID: "j", Status: job.StatusUnknown, Pages: 1}); !errors.Is(err, queue.ErrConflict) {
+				t.Errorf("Settle() counting 1 page while 2 are stored: error = %v, want ErrConflict", err)
+			}
+		}},
+		{"a huge detail is clipped, never refused", func(t *testing.T, r *queue.Results) {
+			c, _, err := r.Resume(ctx, "j", 1, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Settle(ctx, job.Settlement{JobID: "j", Status: job.StatusError, Detail: strings.Repeat("x", 2<<20)}); err != nil {
+				t.Fatalf("Settle() with a 2 MiB detail error = %v", err)
+			}
+			if st, err := r.Settlement(ctx, "j"); err != nil || len(st.Detail) > job.MaxDetailBytes {
+				t.Errorf("stored detail = %d bytes (%v), want at most %d", len(st.Detail), err, job.MaxDetailBytes)
 			}
 		}},
 		{"two chains race", func(t *testing.T, r *queue.Results) {
@@ -90,5 +160,36 @@ func TestChainFencing(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newResults(t)) })
+	}
+}
+
+func TestConsumerRaisesAnOlderAckWait(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	js, err := jetstream.New(srv.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := job.NewSubjects("")
+	if err := runfleet.EnsureStreams(t.Context(), js, s, runfleet.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		ackWait, want time.Duration
+	}{
+		{30 * time.Second, 30 * time.Second},
+		{90 * time.Second, 90 * time.Second}, // a worker with a longer lease raises it
+		{30 * time.Second, 90 * time.Second}, // and one with a shorter lease never lowers it
+	} {
+		c, err := queue.Consumer(t.Context(), js, s, "default", queue.ConsumerOptions{AckWait: step.ackWait})
+		if err != nil {
+			t.Fatalf("Consumer(AckWait %v) error = %v", step.ackWait, err)
+		}
+		info, err := c.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Config.AckWait != step.want {
+			t.Errorf("after Consumer(AckWait %v): AckWait = %v, want %v", step.ackWait, info.Config.AckWait, step.want)
+		}
 	}
 }

@@ -9,7 +9,21 @@
 //   - A delivery whose claim says unknown or record_lost settles unknown and never runs.
 //   - The heartbeat extends the lease and signals progress to JetStream; when the lease's trust
 //     window closes it kills the sandbox, and the job's context carries errLeaseLost, after which
-//     the runner writes nothing more of the job.
+//     the runner writes nothing more of the job. The window is watched by its own timer on the
+//     monotonic clock, so a Redis that never answers cannot keep a sandbox past it.
+//   - Nothing of the job (code, files, env) enters the sandbox before the dispatch is reserved
+//     and associated: a sandbox is created from its profile and limits only, and the payload
+//     carries the rest.
+//   - Output is published for as long as the job may run plus the settle budget, never on a fixed
+//     budget. The page policy: a page is cut at page_bytes, or when the oldest buffered byte has
+//     waited job.PageInterval (150 ms), both streams at once; so output reaches watchers within
+//     about 150 ms, a line every 100 ms for 5 minutes makes about 1,500 pages, and the default
+//     max_pages (job.PagesNeeded of the timeout, 4,020 for 5 minutes) always holds such a job.
+//   - A settlement for a job this attempt did not dispatch (unknown after a takeover, rejected,
+//     expired, cancelled before start, error) counts what earlier attempts stored, and is fenced
+//     on the last stored record, so a stale attempt writing in between makes it count again.
+//   - Cancels are read through a JetStream ordered consumer that resumes after a reconnect, and
+//     every delivery of a job on this worker (a redelivery may overlap the first) is cancelled.
 //   - A job's message is acked only after its settlement is stored; a settlement that cannot be
 //     stored leaves the message for redelivery, where the claim finds the reservation and settles
 //     unknown.

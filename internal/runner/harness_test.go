@@ -2,13 +2,19 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
@@ -33,17 +39,25 @@ type fleet struct {
 	nats     *testenv.NATS
 	redis    *testenv.Redis
 	client   *runfleet.Client
+	js       jetstream.JetStream
 	subjects job.Subjects
 	dlog     string
 }
 
-func newFleet(t testing.TB) *fleet {
+func newFleet(t testing.TB) *fleet { return newFleetWith(t, runfleet.StreamOptions{}) }
+
+// newFleetWith makes the fleet's streams with so (a short dedup window, say).
+func newFleetWith(t testing.TB, so runfleet.StreamOptions) *fleet {
 	t.Helper()
 	testenv.NeedRoot(t)
 	f := &fleet{t: t, nats: testenv.StartNATS(t), redis: testenv.StartRedis(t), dlog: filepath.Join(t.TempDir(), "dispatches")}
 	var err error
-	f.client, err = runfleet.NewClient(t.Context(), f.nats.Conn(), runfleet.Options{})
+	nc := f.nats.Conn()
+	f.client, err = runfleet.NewClient(t.Context(), nc, runfleet.Options{Streams: so})
 	if err != nil {
+		t.Fatal(err)
+	}
+	if f.js, err = jetstream.New(nc); err != nil {
 		t.Fatal(err)
 	}
 	f.subjects = f.client.Subjects()
@@ -55,7 +69,8 @@ type workerOpts struct {
 	concurrency int
 	ttl         time.Duration
 	policy      func(*job.Policy)
-	profiles    profile.Set // added to the built-in ones
+	profiles    profile.Set   // added to the built-in ones
+	reconnect   time.Duration // the worker's own NATS connection waits this long to reconnect; 0 shares the test's
 }
 
 // startWorker runs a runner until the test ends.
@@ -68,6 +83,12 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	nc := f.nats.Conn()
+	if o.reconnect > 0 {
+		if nc, err = nats.Connect(f.nats.URL, nats.MaxReconnects(-1), nats.ReconnectWait(o.reconnect), nats.ReconnectJitter(0, 0)); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -163,3 +184,61 @@ func (f *fleet) dispatches() map[string]int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// pidsWithArg returns the host pids of processes that have arg in their command line: a job
+// starts one with a marker argument so that the test sees its sandbox from the host.
+func pidsWithArg(arg string) []int {
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + d.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		for _, a := range strings.Split(string(cmdline), "\x00") {
+			if a == arg {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
+}
+
+// waitFor polls cond until it holds or within passes; it reports how long it took.
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// markedSleep is python3 code that starts a sandboxed child with marker in its command line,
+// prints, then sleeps: the test sees the sandbox from the host while the job runs.
+func markedSleep(marker string, seconds int) string {
+	return fmt.Sprintf("import subprocess, time\nsubprocess.Popen(['/usr/bin/sleep', '%s'])\nprint('up', flush=True)\ntime.sleep(%d)", marker, seconds)
+}
+
+func newMarker() string { return fmt.Sprintf("%d.%d", 100000+rand.IntN(900000), rand.IntN(1000)) }
+
+// pagesStored is how many pages of job id are stored.
+func (f *fleet) pagesStored(id string) uint64 {
+	f.t.Helper()
+	s, err := f.js.Stream(f.t.Context(), f.subjects.ResultsStream())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	info, err := s.Info(f.t.Context(), jetstream.WithSubjectFilter(f.subjects.Page(id)))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return info.State.Subjects[f.subjects.Page(id)]
+}

@@ -2,7 +2,6 @@ package runner_test
 
 import (
 	"bytes"
-	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/job"
 	"github.com/runfleet/runfleet/job/jobtest"
@@ -162,11 +162,7 @@ func TestCancel(t *testing.T) {
 	f.startWorker(workerOpts{})
 	t.Run("running", func(t *testing.T) {
 		id := f.submit(job.Request{Language: "python3", Code: "import time\nprint('started', flush=True)\ntime.sleep(60)"})
-		deadline := time.Now().Add(20 * time.Second)
-		for f.dispatches()[id] == 0 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		time.Sleep(200 * time.Millisecond)
+		waitFor(t, 30*time.Second, "the program's first output stored", func() bool { return f.pagesStored(id) > 0 })
 		start := time.Now()
 		if err := f.client.Cancel(t.Context(), id); err != nil {
 			t.Fatal(err)
@@ -242,22 +238,6 @@ func TestTwoWorkersShareTheWork(t *testing.T) {
 	}
 }
 
-func TestRepublishedIDDoesNotRunAgain(t *testing.T) {
-	f := newFleet(t)
-	f.startWorker(workerOpts{})
-	req := job.Request{ID: "same-id", Language: "python3", Code: "print('once')"}
-	first := f.run(req)
-	// Past JetStream's dedup window the message is stored again; the record in Redis stops it.
-	body := fmt.Appendf(nil, `{"language":"python3","code":"print('once')"}`)
-	if _, err := f.client.SubmitRaw(t.Context(), "default", req.ID, body); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(1500 * time.Millisecond)
-	if got := f.dispatches()[req.ID]; got != 1 || first.st.Status != job.StatusSucceeded {
-		t.Errorf("dispatches = %d (first %s), want 1", got, first.st.Status)
-	}
-}
-
 // TestBadInputCorpus sends every invalid message through the real queue: each gets one rejected
 // settlement with its reason (or a record on the rejected subject), and the next good job runs.
 func TestBadInputCorpus(t *testing.T) {
@@ -305,10 +285,10 @@ func TestBadInputCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the last acks
-	if ji, err := jobs.Info(t.Context()); err != nil || ji.State.Msgs != 0 {
-		t.Errorf("jobs stream holds %d messages (%v), want every message removed", ji.State.Msgs, err)
-	}
+	waitFor(t, 30*time.Second, "every message removed from the jobs stream", func() bool {
+		ji, err := jobs.Info(t.Context())
+		return err == nil && ji.State.Msgs == 0
+	})
 	if n := f.dispatches(); len(n) != 1 {
 		t.Errorf("dispatches = %v, want only the good job", n)
 	}
@@ -332,4 +312,134 @@ func TestPreDispatchFailuresSettleError(t *testing.T) {
 		t.Errorf("settled at attempt %d, want 4 (3 failed tries, then the settlement)", r.st.Attempt)
 	}
 	t.Logf("3 failed tries and the settlement took %v", time.Since(start))
+}
+
+// TestJobPrintsForItsWholeTimeout: publishing lives as long as the job may run, not a fixed
+// budget (the harness's settle budget is 10 s; the job prints for 40 s).
+func TestJobPrintsForItsWholeTimeout(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.startWorker(workerOpts{})
+	r := f.run(job.Request{Language: "python3", Limits: job.Limits{TimeoutMS: ptr[int64](60_000)},
+		Code: "import time\nfor i in range(40):\n    print(i, flush=True)\n    time.sleep(1)"})
+	lines := strings.Fields(string(r.stdout))
+	if r.st.Status != job.StatusSucceeded || len(lines) != 40 || lines[39] != "39" {
+		t.Fatalf("settled %s/%s (%s) with %d lines, want succeeded with 40", r.st.Status, r.st.Reason, r.st.Detail, len(lines))
+	}
+	if r.st.Pages != int64(len(r.pages)) || r.st.StdoutBytes != int64(len(r.stdout)) {
+		t.Errorf("settlement counts %d pages %d bytes, stored %d pages %d bytes", r.st.Pages, r.st.StdoutBytes, len(r.pages), len(r.stdout))
+	}
+}
+
+// TestChattyJobWithinDefaultPages prints a line every 100 ms for 12 s under default limits, over
+// several heartbeats of a short lease (the race detector watches the lease shared by the pager
+// and the heartbeat).
+func TestChattyJobWithinDefaultPages(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	f.startWorker(workerOpts{ttl: 2 * time.Second})
+	r := f.run(job.Request{Language: "python3", Limits: job.Limits{TimeoutMS: ptr[int64](20_000)},
+		Code: "import time\nfor i in range(120):\n    print('line', i, flush=True)\n    time.sleep(0.1)"})
+	if r.st.Status != job.StatusSucceeded || strings.Count(string(r.stdout), "\n") != 120 {
+		t.Fatalf("settled %s/%s with %d lines, want succeeded with 120", r.st.Status, r.st.Reason, strings.Count(string(r.stdout), "\n"))
+	}
+	for i, p := range r.pages {
+		if p.Index != int64(i) {
+			t.Fatalf("page %d has index %d", i, p.Index)
+		}
+	}
+	t.Logf("12 s of 100 ms lines: %d pages", len(r.pages))
+}
+
+// TestJobEnvArrivesWithThePayload: a job's env acts only inside the program, after the dispatch;
+// NODE_OPTIONS set at the sandbox's start would have made node fail before the payload.
+func TestJobEnvArrivesWithThePayload(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{})
+	r := f.run(job.Request{Language: "nodejs", Env: map[string]string{"NODE_OPTIONS": "--require /nonexistent"},
+		Code: "console.log(process.env.NODE_OPTIONS)"})
+	if r.st.Status != job.StatusSucceeded || string(r.stdout) != "--require /nonexistent\n" {
+		t.Errorf("settled %s/%s, stdout %q stderr %q; want succeeded printing the value", r.st.Status, r.st.Reason, r.stdout, clip(r.stderr))
+	}
+}
+
+// TestSilentRedisEndsTheSandbox pauses Redis under a running job: the worker cannot extend its
+// lease, and its trust window's own timer kills the sandbox by the window's end. After Redis
+// comes back, the job settles unknown, counting the page the first attempt stored.
+func TestSilentRedisEndsTheSandbox(t *testing.T) {
+	f := newFleet(t)
+	const ttl = 2 * time.Second
+	f.startWorker(workerOpts{ttl: ttl})
+	marker := newMarker()
+	id := f.submit(job.Request{Language: "python3", Code: markedSleep(marker, 120), Limits: job.Limits{TimeoutMS: ptr[int64](180_000)}})
+	waitFor(t, 30*time.Second, "sandbox started", func() bool { return len(pidsWithArg(marker)) > 0 })
+	f.redis.Pause()
+	gone := waitFor(t, ttl+10*time.Second, "sandbox gone after Redis paused", func() bool { return len(pidsWithArg(marker)) == 0 })
+	f.redis.Resume()
+	t.Logf("sandbox gone %v after Redis paused (lease TTL %v)", gone, ttl)
+	if gone > ttl+time.Second {
+		t.Errorf("sandbox outlived the trust window: gone after %v, TTL %v", gone, ttl)
+	}
+	r := f.wait(id)
+	if r.st.Status != job.StatusUnknown || r.st.Pages != int64(len(r.pages)) || r.st.StdoutBytes != int64(len(r.stdout)) {
+		t.Errorf("settled %s with %d pages %d bytes; stored %d pages %d bytes; want unknown counting what is stored",
+			r.st.Status, r.st.Pages, r.st.StdoutBytes, len(r.pages), len(r.stdout))
+	}
+	if got := f.dispatches()[id]; got != 1 {
+		t.Errorf("dispatched %d times, want 1", got)
+	}
+}
+
+// TestCancelWhileReconnecting publishes a cancel while the worker is disconnected from NATS: the
+// cancel watch resumes where it left off and still kills the job.
+func TestCancelWhileReconnecting(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{reconnect: 2 * time.Second})
+	marker := newMarker()
+	id := f.submit(job.Request{Language: "python3", Code: markedSleep(marker, 60), Limits: job.Limits{TimeoutMS: ptr[int64](90_000)}})
+	waitFor(t, 30*time.Second, "sandbox started", func() bool { return len(pidsWithArg(marker)) > 0 })
+	f.nats.Restart()
+	client, err := runfleet.NewClient(t.Context(), f.nats.Conn(), runfleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.wait(id); r.st.Status != job.StatusCancelled {
+		t.Errorf("settled %s/%s, want cancelled", r.st.Status, r.st.Reason)
+	}
+}
+
+// TestRepublishedAfterTheDedupWindow republishes a settled job's id once JetStream no longer
+// dedups it: the Redis record, not the stream, stops it running again.
+func TestRepublishedAfterTheDedupWindow(t *testing.T) {
+	f := newFleetWith(t, runfleet.StreamOptions{Duplicates: time.Second})
+	f.startWorker(workerOpts{})
+	req := job.Request{ID: "same-id", Language: "python3", Code: "print('once')"}
+	if first := f.run(req); first.st.Status != job.StatusSucceeded {
+		t.Fatalf("first run settled %s", first.st.Status)
+	}
+	waitFor(t, 30*time.Second, "the id stored again past the dedup window", func() bool {
+		sub, err := f.client.Submit(t.Context(), "", req)
+		return err == nil && !sub.Duplicate
+	})
+	js, err := jetstream.New(f.nats.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := js.Stream(t.Context(), f.subjects.JobsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the republished message acked", func() bool {
+		info, err := jobs.Info(t.Context())
+		return err == nil && info.State.Msgs == 0
+	})
+	if got := f.dispatches()[req.ID]; got != 1 {
+		t.Errorf("dispatches = %d, want 1", got)
+	}
+	if st, err := f.client.Watch(t.Context(), req.ID, nil); err != nil || st.Attempt != 1 {
+		t.Errorf("settlement = attempt %d (%v), want the first attempt's", st.Attempt, err)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +48,8 @@ func (r *Redis) start() {
 	r.t.Helper()
 	r.cmd = exec.Command(r.args[0], r.args[1:]...)
 	r.cmd.Dir = r.dir
+	// A test binary killed on its timeout runs no cleanup: the server must go with it.
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := r.cmd.Start(); err != nil {
 		r.t.Fatalf("start redis-server: %v", err)
 	}
@@ -76,6 +79,23 @@ func (r *Redis) Stop() {
 	r.cmd = nil
 }
 
+// Pause stops the server's process (SIGSTOP): it holds its connections and answers nothing, as
+// a hung or partitioned Redis would, until Resume.
+func (r *Redis) Pause() {
+	r.t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		r.t.Fatalf("pause redis-server: %v", err)
+	}
+}
+
+// Resume continues a paused server.
+func (r *Redis) Resume() {
+	r.t.Helper()
+	if err := r.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		r.t.Fatalf("resume redis-server: %v", err)
+	}
+}
+
 // Restart stops the server and starts it again on the same port: empty, without persistence.
 func (r *Redis) Restart() {
 	r.t.Helper()
@@ -85,7 +105,7 @@ func (r *Redis) Restart() {
 
 // Client returns a client of the server, closed with the test.
 func (r *Redis) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: r.Addr})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr, ContextTimeoutEnabled: true})
 	r.t.Cleanup(func() { c.Close() })
 	return c
 }

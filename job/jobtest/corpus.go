@@ -83,6 +83,12 @@ func BadInputs(maxBody int) []BadInput {
 		{"code with NUL", "bad-43", `{"language":"python3","code":"a\u0000"}`, job.ReasonInvalidCode},
 		{"file mode with setuid", "bad-44", ok(`,"files":[{"path":"a","content":"","mode":2541}]`), job.ReasonInvalidFiles},
 		{"same file twice", "bad-45", ok(`,"files":[{"path":"a","content":""},{"path":"./a","content":""}]`), job.ReasonInvalidPath},
+		{"17 labels", "bad-46", ok(`,"labels":{` + labels(17) + `}`), job.ReasonInvalidLabels},
+		{"label name upper case", "bad-47", ok(`,"labels":{"Tenant":"a"}`), job.ReasonInvalidLabels},
+		{"label name of 64 bytes", "bad-48", ok(`,"labels":{"` + strings.Repeat("k", 64) + `":"a"}`), job.ReasonInvalidLabels},
+		{"label value of 257 bytes", "bad-49", ok(`,"labels":{"k":"` + strings.Repeat("v", 257) + `"}`), job.ReasonInvalidLabels},
+		{"memory below the minimum", "bad-50", ok(`,"limits":{"memory_bytes":1}`), job.ReasonInvalidLimits},
+		{"pids below the minimum", "bad-51", ok(`,"limits":{"pids":2}`), job.ReasonInvalidLimits},
 	}
 }
 
@@ -97,4 +103,13 @@ var UnreadableIDs = []struct {
 	{"id with gt", "a>"},
 	{"id with space", "a b"},
 	{"id of 200 characters", strings.Repeat("a", 200)},
+}
+
+// labels returns n distinct valid label pairs.
+func labels(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = `"k` + itoa(i) + `":"v"`
+	}
+	return strings.Join(parts, ",")
 }

@@ -1,0 +1,292 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet/internal/lease"
+	"github.com/runfleet/runfleet/internal/profile"
+	"github.com/runfleet/runfleet/internal/queue"
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/job"
+)
+
+// attempt is one delivery of one job.
+type attempt struct {
+	q     string
+	m     jetstream.Msg
+	meta  *jetstream.MsgMetadata
+	id    string
+	trace string
+	log   *slog.Logger
+	lease *lease.Lease
+	base  job.Settlement // fields every settlement of this attempt carries
+}
+
+func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
+	meta, err := m.Metadata()
+	if err != nil {
+		r.log.Error("message without metadata", "queue", q, "err", err)
+		_ = m.Term()
+		return
+	}
+	id := m.Headers().Get(job.HeaderMsgID)
+	if !job.ValidID(id) {
+		r.rejectUnreadable(runCtx, q, m, meta, id)
+		return
+	}
+	a := &attempt{q: q, m: m, meta: meta, id: id, trace: m.Headers().Get(job.HeaderTraceparent),
+		log: r.log.With("job_id", id, "queue", q, "delivery", meta.NumDelivered)}
+	a.base = job.Settlement{JobID: id, Worker: r.o.Worker, Provider: r.provider.Name(), QueuedAt: meta.Timestamp.UTC()}
+
+	jctx, cancel := context.WithCancelCause(runCtx)
+	defer cancel(nil)
+	r.cancels.add(a, cancel)
+	defer r.cancels.remove(a)
+
+	claim, err := r.leases.Claim(jctx, id, r.o.Worker, lease.Delivery{Count: meta.NumDelivered, QueuedAt: meta.Timestamp})
+	if err != nil {
+		a.log.Error("claim", "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	r.o.Observer.Claimed(q, meta.NumDelivered > 1)
+	switch claim.Mode {
+	case lease.ModeSettled:
+		a.log.Info("already settled; acking redelivery", "status", claim.Status)
+		_ = m.DoubleAck(jctx)
+		return
+	case lease.ModeHeld:
+		a.log.Info("held by another worker")
+		_ = m.NakWithDelay(r.leases.TTL())
+		return
+	}
+	a.lease = claim.Lease
+	a.base.Attempt = claim.Lease.Generation()
+	a.log = a.log.With("attempt", a.base.Attempt)
+	a.log.Info("claimed", "mode", claim.Mode)
+	r.phase("claimed")
+
+	var hb sync.WaitGroup
+	hbCtx, stopHB := context.WithCancel(jctx)
+	hb.Go(func() { r.heartbeat(hbCtx, a, cancel) })
+	defer func() {
+		stopHB()
+		hb.Wait()
+	}()
+
+	switch claim.Mode {
+	case lease.ModeUnknown:
+		r.settleUndispatched(jctx, a, job.StatusUnknown, job.ReasonOutcomeLost, "an earlier attempt dispatched the job and its outcome was lost")
+		return
+	case lease.ModeRecordLost:
+		r.settleUndispatched(jctx, a, job.StatusUnknown, job.ReasonRecordLost, "the job's record was lost after it was delivered")
+		return
+	}
+	r.run(jctx, a, claim.Failures)
+}
+
+func (r *Runner) rejectUnreadable(ctx context.Context, q string, m jetstream.Msg, meta *jetstream.MsgMetadata, id string) {
+	reason := job.ReasonInvalidID
+	detail := "Nats-Msg-Id is not a valid job id"
+	if id == "" {
+		reason, detail = job.ReasonMissingMessageID, "no Nats-Msg-Id header"
+	}
+	rec := job.Rejection{StreamSeq: meta.Sequence.Stream, Subject: m.Subject(), Reason: reason, Detail: detail}
+	if err := r.results.Reject(ctx, rec); err != nil {
+		r.log.Error("record rejection", "queue", q, "stream_seq", rec.StreamSeq, "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	r.log.Info("rejected unreadable message", "queue", q, "stream_seq", rec.StreamSeq, "reason", reason)
+	r.o.Observer.Settled(q, job.StatusRejected, reason, 0, 0)
+	_ = m.DoubleAck(ctx)
+}
+
+func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
+	req, bounds, err := job.Decode(a.m.Data(), a.id, r.o.Policy)
+	if err != nil {
+		var re *job.RejectError
+		errors.As(err, &re)
+		r.settleUndispatched(ctx, a, job.StatusRejected, re.Reason, re.Detail)
+		return
+	}
+	a.base.Labels = req.Labels
+	a.base.Profile = req.Language
+	prof := r.o.Profiles[req.Language]
+	a.base.ProfileDigest = prof.Digest
+	switch {
+	case !req.Deadline.IsZero() && time.Now().After(req.Deadline):
+		r.settleUndispatched(ctx, a, job.StatusExpired, "", "deadline "+req.Deadline.UTC().Format(time.RFC3339)+" passed before start")
+		return
+	case failures >= r.o.MaxFailures:
+		r.settleUndispatched(ctx, a, job.StatusError, job.ReasonInfrastructure, fmt.Sprintf("%d attempts failed before dispatch", failures))
+		return
+	}
+	if c, err := r.results.Cancelled(ctx, a.id); err != nil {
+		r.release(ctx, a, err)
+		return
+	} else if c {
+		r.settleUndispatched(ctx, a, job.StatusCancelled, job.ReasonCancelRequest, "cancelled before start")
+		return
+	}
+	payload, err := profile.Payload(req)
+	if err != nil {
+		r.release(ctx, a, err)
+		return
+	}
+	sum := sha256.Sum256(payload)
+	if err := r.reserve(ctx, a, "sha256:"+hex.EncodeToString(sum[:]), prof.Digest); err != nil {
+		return
+	}
+	r.phase("reserved")
+
+	spec := sandbox.Spec{JobID: a.id, Attempt: a.base.Attempt, Worker: r.o.Worker, Profile: prof,
+		Timeout: bounds.Timeout, MemoryBytes: bounds.MemoryBytes, Pids: bounds.Pids, CPUs: r.o.Sandbox.CPUs,
+		WorkspaceBytes: r.o.Sandbox.WorkspaceBytes, TmpBytes: r.o.Sandbox.TmpBytes}
+	createStart := time.Now()
+	sb, err := r.provider.Create(ctx, spec)
+	if err != nil {
+		r.release(ctx, a, err)
+		return
+	}
+	a.log = a.log.With("sandbox", sb.ID())
+	if err := a.lease.Associate(ctx, sb.ID()); err != nil {
+		derr := sb.Destroy(context.WithoutCancel(ctx))
+		if errors.Is(err, lease.ErrLost) {
+			a.log.Warn("lease lost before dispatch", "err", err, "destroy_err", derr)
+			return
+		}
+		r.release(ctx, a, errors.Join(err, derr))
+		return
+	}
+	r.phase("associated")
+	r.dispatch(ctx, a, bounds, payload, sb, time.Since(createStart))
+}
+
+// reserve retries a reservation whose reply was lost; it is idempotent for its holder. When it
+// gives up, the job may be recorded as reserved: it is left for redelivery, which settles it
+// unknown, and is not dispatched here.
+func (r *Runner) reserve(ctx context.Context, a *attempt, payloadSHA, profileDigest string) error {
+	var err error
+	for try := range 3 {
+		if err = a.lease.Reserve(ctx, payloadSHA, profileDigest, r.provider.Name()); err == nil || errors.Is(err, lease.ErrLost) {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
+	}
+	if err != nil {
+		a.log.Error("reserve dispatch; not dispatching", "err", err)
+		_ = a.m.NakWithDelay(time.Second)
+	}
+	return err
+}
+
+// dispatch sends the payload into the associated sandbox, pages its output while it runs,
+// destroys it and settles the job.
+func (r *Runner) dispatch(ctx context.Context, a *attempt, b job.Bounds, payload []byte, sb sandbox.Sandbox, startup time.Duration) {
+	chain := r.results.Chain(a.id, a.base.Attempt, a.trace)
+	pages := newPager(func(pctx context.Context, stream string, index, offset int64, data []byte) error {
+		if !a.lease.Valid() {
+			return fmt.Errorf("page %d: %w", index, errLeaseLost)
+		}
+		return chain.Page(pctx, stream, index, offset, data)
+	}, b)
+	// Output publishes on a context that outlives a kill, so what the program printed before it
+	// stays stored, and that lasts as long as the program may run plus the settle budget: a long
+	// job prints until its own timeout.
+	pubCtx, cancelPub := context.WithTimeout(context.WithoutCancel(ctx), b.Timeout+r.o.SettleWait)
+	defer cancelPub()
+	stdout, stderr := pages.Writers(pubCtx)
+	flushCtx, stopFlush := context.WithCancel(ctx)
+	var flusher sync.WaitGroup
+	flusher.Go(func() { pages.run(flushCtx, pubCtx) })
+
+	r.o.Observer.Dispatched(a.q, time.Since(a.base.QueuedAt), startup)
+	r.o.Observer.Running(1)
+	a.base.StartedAt = time.Now().UTC()
+	a.log.Info("dispatched")
+	if r.o.Hook != nil {
+		running := time.AfterFunc(200*time.Millisecond, func() { r.phase("running") })
+		defer running.Stop()
+	}
+	exit, runErr := sb.Run(ctx, bytes.NewReader(payload), stdout, stderr)
+	a.base.FinishedAt = time.Now().UTC()
+	r.o.Observer.Running(-1)
+	stopFlush()
+	flusher.Wait()
+
+	sctx, cancel := r.settleCtx(ctx)
+	defer cancel()
+	destroyErr := sb.Destroy(sctx)
+	if destroyErr != nil {
+		a.log.Error("destroy sandbox", "err", destroyErr)
+	}
+	if errors.Is(context.Cause(ctx), errLeaseLost) {
+		a.log.Warn("lease lost while running; storing nothing more")
+		return
+	}
+	outBytes, errBytes, nPages, limit, pageErr := pages.finish(sctx)
+	st := a.base
+	st.SandboxDestroyed = destroyErr == nil
+	st.StdoutBytes, st.StderrBytes, st.Pages = outBytes, errBytes, nPages
+	st.Truncated = limit != ""
+	st.Usage = usage(exit.Usage)
+	code := exit.Code
+	st.ExitCode, st.Signal = &code, exit.Signal
+	if errors.Is(pageErr, errLeaseLost) || errors.Is(pageErr, queue.ErrConflict) {
+		a.log.Warn("result chain taken over; storing nothing more", "err", pageErr)
+		return
+	}
+	st.Status, st.Reason, st.Detail = outcome(ctx, exit, runErr, pageErr, limit)
+	if runErr != nil {
+		a.log.Error("run", "err", runErr)
+	}
+	if pageErr != nil {
+		a.log.Error("store page", "err", pageErr)
+	}
+	if !st.Status.Ran() && st.Status != job.StatusCancelled && st.Status != job.StatusUnknown {
+		st.ExitCode = nil
+	}
+	st.SettledAt = time.Now().UTC()
+	if !a.lease.Valid() {
+		a.log.Warn("lease trust window closed before settling; storing nothing more")
+		return
+	}
+	r.settleChain(sctx, a, chain, st)
+}
+
+// outcome is the status of a job that was dispatched, from how its program ended.
+func outcome(ctx context.Context, exit sandbox.Exit, runErr, pageErr error, limit job.Reason) (job.Status, job.Reason, string) {
+	cause := context.Cause(ctx)
+	switch {
+	case runErr != nil:
+		return job.StatusUnknown, job.ReasonInfrastructure, "the sandbox failed while the job ran"
+	case pageErr != nil:
+		return job.StatusUnknown, job.ReasonInfrastructure, "output could not be stored"
+	case errors.Is(cause, errCancelled):
+		return job.StatusCancelled, job.ReasonCancelRequest, ""
+	case errors.Is(cause, errShutdown) || (exit.Killed && ctx.Err() != nil):
+		return job.StatusFailed, job.ReasonWorkerShutdown, ""
+	case limit != "":
+		return job.StatusFailed, limit, ""
+	case exit.TimedOut:
+		return job.StatusTimedOut, "", ""
+	case exit.OOM:
+		return job.StatusFailed, job.ReasonOOM, ""
+	case exit.Signal != "":
+		return job.StatusFailed, job.ReasonSignal, ""
+	case exit.Code != 0:
+		return job.StatusFailed, job.ReasonExitNonzero, ""
+	}
+	return job.StatusSucceeded, "", ""
+}

@@ -1,0 +1,95 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// cancels holds the cancel functions of the deliveries this worker runs, by job id. A job may be
+// delivered to the same worker twice at once (a redelivery while the first delivery still runs):
+// each delivery has its own entry, and a cancel reaches both.
+type cancels struct {
+	mu   sync.Mutex
+	byID map[string]map[*attempt]context.CancelCauseFunc
+	n    int
+}
+
+func (c *cancels) add(a *attempt, cancel context.CancelCauseFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byID == nil {
+		c.byID = map[string]map[*attempt]context.CancelCauseFunc{}
+	}
+	if c.byID[a.id] == nil {
+		c.byID[a.id] = map[*attempt]context.CancelCauseFunc{}
+	}
+	c.byID[a.id][a] = cancel
+	c.n++
+}
+
+func (c *cancels) remove(a *attempt) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.byID[a.id][a]; !ok {
+		return
+	}
+	delete(c.byID[a.id], a)
+	if len(c.byID[a.id]) == 0 {
+		delete(c.byID, a.id)
+	}
+	c.n--
+}
+
+// cancel ends every delivery of job id with cause.
+func (c *cancels) cancel(id string, cause error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.byID[id] {
+		f(cause)
+	}
+}
+
+func (c *cancels) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// watchCancels follows the control stream from its current end and cancels the running jobs it
+// names. It reads through a JetStream ordered consumer, which resumes after the last message it
+// saw when the connection comes back: a cancel published while this worker was reconnecting
+// still arrives. Cancels stored before the watch began are checked per job before dispatch
+// ([queue.Results.Cancelled]). The returned function stops the watch and waits for it.
+func (r *Runner) watchCancels(ctx context.Context) (stop func(), err error) {
+	s, err := r.js.Stream(ctx, r.subjects.ControlStream())
+	if err != nil {
+		return nil, fmt.Errorf("control stream: %w", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("control stream: %w", err)
+	}
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{r.subjects.AllCancels()},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    info.State.LastSeq + 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch cancels: %w", err)
+	}
+	prefix := r.subjects.Cancel("")
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		r.cancels.cancel(strings.TrimPrefix(m.Subject(), prefix), errCancelled)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("watch cancels: %w", err)
+	}
+	return func() {
+		cc.Stop()
+		<-cc.Closed()
+	}, nil
+}

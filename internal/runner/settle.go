@@ -1,0 +1,129 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/runfleet/runfleet/internal/lease"
+	"github.com/runfleet/runfleet/internal/queue"
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/job"
+)
+
+// settleCtx outlives the job's context on purpose, so a job killed by shutdown still settles.
+func (r *Runner) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), r.o.SettleWait)
+}
+
+// settleUndispatched settles a job this attempt does not dispatch: rejected, expired, cancelled
+// before start, error, or unknown after an earlier attempt's dispatch. Its counts are what
+// earlier attempts stored (G4), read and fenced by [queue.Results.Resume]: should a stale attempt
+// store more in between, the settlement is refused and counted again.
+func (r *Runner) settleUndispatched(ctx context.Context, a *attempt, status job.Status, reason job.Reason, detail string) {
+	sctx, cancel := r.settleCtx(ctx)
+	defer cancel()
+	var err error
+	for range 3 {
+		chain, stored, rerr := r.results.Resume(sctx, a.id, a.base.Attempt, a.trace)
+		if rerr != nil {
+			err = rerr
+			break
+		}
+		if stored.Settled {
+			r.adoptSettlement(sctx, a)
+			return
+		}
+		st := a.base
+		st.Status, st.Reason, st.Detail = status, reason, detail
+		st.Pages, st.StdoutBytes, st.StderrBytes = stored.Pages, stored.StdoutBytes, stored.StderrBytes
+		st.SettledAt = time.Now().UTC()
+		if err = chain.Settle(sctx, st); err == nil {
+			r.stored(sctx, a, st, 0)
+			return
+		}
+		if !errors.Is(err, queue.ErrConflict) {
+			break
+		}
+	}
+	a.log.Error("store settlement", "status", status, "err", err)
+	_ = a.m.NakWithDelay(time.Second)
+}
+
+// settleChain stores the settlement of a job this attempt dispatched, as the last write of its
+// result chain.
+func (r *Runner) settleChain(ctx context.Context, a *attempt, chain *queue.Chain, st job.Settlement) {
+	err := chain.Settle(ctx, st)
+	if errors.Is(err, queue.ErrConflict) {
+		a.log.Warn("settled by another attempt; storing nothing more")
+		r.adoptSettlement(ctx, a)
+		return
+	}
+	if err != nil {
+		a.log.Error("store settlement; leaving the job for redelivery", "err", err)
+		return
+	}
+	r.stored(ctx, a, st, st.FinishedAt.Sub(st.StartedAt))
+}
+
+// adoptSettlement acks a job whose settlement another attempt stored first.
+func (r *Runner) adoptSettlement(ctx context.Context, a *attempt) {
+	prev, err := r.results.Settlement(ctx, a.id)
+	if err != nil {
+		a.log.Error("read stored settlement", "err", err)
+		_ = a.m.NakWithDelay(time.Second)
+		return
+	}
+	a.log.Info("settled by an earlier attempt", "status", prev.Status, "by_attempt", prev.Attempt)
+	if err := r.leases.Adopt(ctx, a.id, string(prev.Status), a.lease); err != nil {
+		a.log.Warn("record settlement", "err", err)
+	}
+	_ = a.m.DoubleAck(ctx)
+}
+
+// stored finishes a job whose settlement is stored: record it, ack the message. A lease lost
+// in between does not undo the stored settlement: the record adopts it.
+func (r *Runner) stored(ctx context.Context, a *attempt, st job.Settlement, run time.Duration) {
+	code := -1
+	if st.ExitCode != nil {
+		code = *st.ExitCode
+	}
+	a.log.Info("settled", "status", st.Status, "reason", st.Reason, "exit_code", code,
+		"pages", st.Pages, "stdout_bytes", st.StdoutBytes, "stderr_bytes", st.StderrBytes)
+	r.phase("settled")
+	err := a.lease.Settled(ctx, string(st.Status))
+	if errors.Is(err, lease.ErrLost) {
+		err = r.leases.Adopt(ctx, a.id, string(st.Status), a.lease)
+	}
+	if err != nil {
+		a.log.Warn("record settlement", "err", err)
+	}
+	if err := a.m.DoubleAck(ctx); err != nil {
+		a.log.Warn("ack", "err", err)
+	}
+	r.o.Observer.Settled(a.q, st.Status, st.Reason, run, time.Since(a.base.QueuedAt))
+}
+
+// release gives up a job before dispatch, counting a failure, and asks for redelivery after a
+// backoff. A job out of tries settles error.
+func (r *Runner) release(ctx context.Context, a *attempt, cause error) {
+	sctx, cancel := r.settleCtx(ctx)
+	defer cancel()
+	failures, err := a.lease.Release(sctx, true)
+	if err != nil {
+		a.log.Error("release", "err", err, "cause", cause)
+		return
+	}
+	a.log.Warn("pre-dispatch failure", "err", cause, "failures", failures)
+	_ = a.m.NakWithDelay(min(time.Duration(1<<min(failures, 6))*100*time.Millisecond, 10*time.Second))
+}
+
+func usage(u sandbox.Usage) *job.Usage {
+	out := &job.Usage{WallMS: u.Wall.Milliseconds()}
+	if u.CPU != nil {
+		ms := u.CPU.Milliseconds()
+		out.CPUMS = &ms
+	}
+	out.MaxRSSBytes = u.MaxRSS
+	return out
+}
