@@ -111,8 +111,23 @@ type Page struct {
 	Sequence uint64 // in the results stream: where [Client.WatchFrom] resumes
 }
 
-// watchInactive is how long the server keeps the consumer of a watch that ended.
+// watchInactive is how long the server keeps the consumer of a watch that ended and was not
+// deleted.
 const watchInactive = 5 * time.Second
+
+// dropConsumer deletes a finished watch's consumer at once. A stream holds at most 1,000
+// consumers by default (nats-server's default_max_consumers), so every watch of the fleet —
+// submit's, the gateway's waiting requests — counts against that; a consumer left to expire
+// would keep its place for watchInactive after the watch.
+func (c *Client) dropConsumer(ctx context.Context, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = c.js.DeleteConsumer(ctx, c.subjects.ResultsStream(), info.Name) // best effort: the threshold is the backstop
+}
 
 // ErrNoSettlement is returned by [Client.Watch] when ctx ends before the job settled.
 var ErrNoSettlement = errors.New("job not settled")
@@ -133,9 +148,8 @@ func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage 
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{c.subjects.Results(id)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		// Stopping the watch leaves its consumer on the server until this much idle time:
-		// nats.go's default of 5 min kept every finished watch's consumer (three server
-		// goroutines each) alive that long. A live watch always has a pull pending.
+		// The server's backstop for a consumer that dropConsumer could not delete (nats.go's
+		// default is 5 min). A live watch always has a pull pending.
 		InactiveThreshold: watchInactive,
 	}
 	if after > 0 {
@@ -145,6 +159,7 @@ func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage 
 	if err != nil {
 		return st, fmt.Errorf("watch %s: %w", id, err)
 	}
+	defer c.dropConsumer(ctx, cons)
 	it, err := cons.Messages()
 	if err != nil {
 		return st, fmt.Errorf("watch %s: %w", id, err)

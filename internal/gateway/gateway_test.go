@@ -288,8 +288,11 @@ func TestGateway(t *testing.T) {
 		if w := f.gw.Metrics().Waiting(); w != 0 {
 			t.Errorf("Waiting() = %d after every answer, want 0", w)
 		}
-		// Every connection and watch is gone: the goroutines come back to what they were, the
-		// embedded server's included (a watch's consumer lives 5 s after the watch).
+		// Every connection and watch is gone: no consumer is left on the results stream, and the
+		// goroutines come back to what they were, the embedded server's included.
+		if c := f.consumers(); c != 0 {
+			t.Errorf("results stream holds %d consumers after every answer, want 0", c)
+		}
 		f.srv.Client().CloseIdleConnections()
 		waitFor(t, 30*time.Second, fmt.Sprintf("goroutines back to %d after %d waiting requests", before, n), func() bool {
 			return runtime.NumGoroutine() <= before+5

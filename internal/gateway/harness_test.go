@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
 	"github.com/runfleet/runfleet"
@@ -300,4 +301,22 @@ func (f *fleet) startBinary(extra ...string) *process {
 		return false
 	})
 	return p
+}
+
+// consumers is how many consumers the fleet's results stream holds: one per live watch.
+func (f *fleet) consumers() int {
+	f.t.Helper()
+	js, err := jetstream.New(f.nats.Conn())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	s, err := js.Stream(context.Background(), f.client.Subjects().ResultsStream())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return info.State.Consumers
 }
