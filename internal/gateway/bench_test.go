@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -178,17 +177,7 @@ func BenchmarkWaitingMemory(b *testing.B) {
 	rss0, heap0 := rss(), metric("go_memstats_heap_inuse_bytes") // the idle process
 	var rssSum, heapSum, goroutines float64
 	for iter := range b.N {
-		conns := make([]net.Conn, 0, n)
-		for i := range n {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			conns = append(conns, c)
-			body := fmt.Sprintf(`{"id":"mem-%d-%d","language":"python3","code":"print(1)"}`, i, time.Now().UnixNano())
-			fmt.Fprintf(c, "POST /v1/jobs?wait=true&queue=idle HTTP/1.1\r\nHost: %s\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
-				addr, apiKey, len(body), body)
-		}
+		conns := holdWaiting(b, addr, n)
 		deadline := time.Now().Add(2 * time.Minute)
 		for metric("runfleet_gateway_waiting") < n {
 			if time.Now().After(deadline) {

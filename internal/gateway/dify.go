@@ -110,7 +110,7 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		g.log.Warn("watch", "job_id", jr.ID, "err", err)
-		sandboxFail(w, http.StatusServiceUnavailable, -503, "lost the fleet's NATS while waiting for job "+jr.ID)
+		sandboxFail(w, http.StatusServiceUnavailable, -503, watchFailure(err)+": could not follow job "+jr.ID)
 		return
 	case st.Status == job.StatusRejected:
 		sandboxFail(w, http.StatusOK, -400, cmp.Or(strings.TrimSpace(string(st.Reason)+": "+st.Detail), string(st.Reason)))

@@ -101,7 +101,7 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		g.log.Warn("events", "job_id", id, "err", err)
-		send("event: error\ndata: %s\n\n", mustJSON(errorBody{Reason: "unavailable", Detail: "lost the fleet's NATS; reconnect with Last-Event-ID"}))
+		send("event: error\ndata: %s\n\n", mustJSON(errorBody{Reason: watchFailure(err), Detail: "could not follow the job; reconnect with Last-Event-ID"}))
 		return
 	}
 	send("event: settled\ndata: %s\n\n", mustJSON(st))

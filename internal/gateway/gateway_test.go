@@ -527,3 +527,22 @@ func TestMaxWait(t *testing.T) {
 		t.Errorf("Waiting() = %d, want 0", w)
 	}
 }
+
+// TestTooManyWatches: nats-server holds at most 1,000 consumers per stream by default, one per
+// waiting request; past it a waiting request is 503 too_many_watches (the job is stored), and
+// every consumer goes as soon as the waiting requests end.
+func TestTooManyWatches(t *testing.T) {
+	f := newFleet(t, gateway.Options{})
+	conns := holdWaiting(t, f.srv.Listener.Addr().String(), 1000)
+	waitFor(t, 2*time.Minute, "1000 requests waiting", func() bool { return f.gw.Metrics().Waiting() == 1000 })
+	code, ans := f.post("?wait=true", `{"id":"one-too-many","language":"python3","code":"print(1)"}`)
+	if code != http.StatusServiceUnavailable || ans["reason"] != "too_many_watches" {
+		t.Errorf("request 1001 = %d %v, want 503 too_many_watches", code, ans)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+	waitFor(t, 2*time.Minute, "no waiting request and no consumer left", func() bool {
+		return f.gw.Metrics().Waiting() == 0 && f.consumers() == 0
+	})
+}

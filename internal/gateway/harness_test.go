@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -319,4 +320,22 @@ func (f *fleet) consumers() int {
 		f.t.Fatal(err)
 	}
 	return info.State.Consumers
+}
+
+// holdWaiting opens n connections to the gateway at addr, each with a request waiting for a job
+// on a queue that no worker serves; closing a connection ends its request.
+func holdWaiting(t testing.TB, addr string, n int) []net.Conn {
+	t.Helper()
+	conns := make([]net.Conn, 0, n)
+	for i := range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		body := fmt.Sprintf(`{"id":"held-%d-%d","language":"python3","code":"print(1)"}`, i, time.Now().UnixNano())
+		fmt.Fprintf(c, "POST /v1/jobs?wait=true&queue=idle HTTP/1.1\r\nHost: %s\r\nX-Api-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			addr, apiKey, len(body), body)
+	}
+	return conns
 }

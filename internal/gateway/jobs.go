@@ -136,7 +136,21 @@ func (g *Gateway) publish(w http.ResponseWriter, ctx context.Context, pub func(c
 
 func (g *Gateway) unavailable(w http.ResponseWriter, id string, err error) {
 	g.log.Warn("watch", "job_id", id, "err", err)
-	writeError(w, http.StatusServiceUnavailable, "unavailable", "lost the fleet's NATS while following job "+id+"; GET /v1/jobs/"+id+" later")
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, watchFailure(err), "could not follow job "+id+"; it was stored: GET /v1/jobs/"+id+" later")
+}
+
+// errTooManyConsumers is JetStream's answer when a stream holds its maximum of consumers
+// (nats-server's default_max_consumers, 1,000 unless configured): one per live watch.
+const errTooManyConsumers = 10026
+
+// watchFailure names why a watch failed: the consumer limit, or NATS.
+func watchFailure(err error) string {
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.ErrorCode == errTooManyConsumers {
+		return "too_many_watches"
+	}
+	return "unavailable"
 }
 
 // settlement answers the settlement as stored, or 404 while there is none.
