@@ -20,12 +20,26 @@ import (
 
 // BenchmarkWaitOverhead runs the same jobs on the same fleet through the runfleet client
 // (Submit then Watch, what `submit` does) and through the gateway (POST /v1/jobs?wait=true), in
-// alternating rounds, and reports both p50 latencies, both rates and their ratios.
+// alternating rounds, and reports both p50 latencies, both rates and their ratios: for a python3
+// job, and for a job the worker settles rejected without a sandbox (an unknown language), where
+// the protocol's own path is all there is.
 func BenchmarkWaitOverhead(b *testing.B) {
 	f := newFleet(b, gateway.Options{})
 	f.startWorker()
+	for _, row := range []struct {
+		name string
+		req  job.Request
+		want job.Status
+	}{
+		{"python3", job.Request{Language: "python3", Code: "print(1)"}, job.StatusSucceeded},
+		{"rejected-no-sandbox", job.Request{Language: "cobol", Code: "x"}, job.StatusRejected},
+	} {
+		b.Run(row.name, func(b *testing.B) { benchOverhead(b, f, row.req, row.want) })
+	}
+}
+
+func benchOverhead(b *testing.B, f *fleet, code job.Request, want job.Status) {
 	const concurrency = 4
-	code := job.Request{Language: "python3", Code: "print(1)"}
 	body, _ := json.Marshal(code)
 	viaClient := func(ctx context.Context) error {
 		sub, err := f.client.Submit(ctx, "", code)
@@ -33,7 +47,7 @@ func BenchmarkWaitOverhead(b *testing.B) {
 			return err
 		}
 		st, err := f.client.Watch(ctx, sub.ID, nil)
-		if err == nil && st.Status != job.StatusSucceeded {
+		if err == nil && st.Status != want {
 			err = fmt.Errorf("status %s", st.Status)
 		}
 		return err
@@ -52,7 +66,7 @@ func BenchmarkWaitOverhead(b *testing.B) {
 		if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 			return err
 		}
-		if resp.StatusCode != http.StatusOK || st.Status != job.StatusSucceeded {
+		if resp.StatusCode != http.StatusOK || st.Status != want {
 			return fmt.Errorf("%d %s", resp.StatusCode, st.Status)
 		}
 		return nil
