@@ -5,10 +5,10 @@ IMAGE   ?= runfleet-sandbox:latest
 export RUNFLEET_TEST_ROOTFS ?= $(ROOTFS)
 export RUNFLEET_TEST_IMAGE  ?= $(IMAGE)
 
-.PHONY: help build demo test deps deps-demo image lint unit bench fuzz chaos clean
+.PHONY: help build demo test deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz stress chaos clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## write bin/worker, bin/submit and bin/gateway
 	$(GO) build -o bin/worker ./cmd/worker
@@ -27,9 +27,19 @@ deps: ## install what the suite needs when missing, start dockerd, build the off
 image: ## build the sandbox root fs (debootstrap) and import it as $(IMAGE), offline
 	scripts/setup image
 
+deps-deploy: ## install what the deployment tests need when missing: the above, the docker compose plugin, nats-server
+	scripts/setup deploy
+
+images: image ## build runfleet-worker, -nats and -redis offline; skipped when their inputs did not change
+	GO=$(GO) deploy/images/build
+
+deploy-test: deps-deploy images ## compose up with three workers and 30 jobs; the Kubernetes worker container run as declared
+	$(GO) test -tags deploy -count=1 -v -timeout 15m ./deploy/
+
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags deploy ./deploy/
 
 unit: ## the suite alone, with the race detector, on what is installed
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -40,7 +50,12 @@ bench: build ## every benchmark once, so they keep compiling and running
 fuzz: ## the request decoder's fuzz target, briefly
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./job/
 
-test: deps lint build unit bench fuzz ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz
+test: deps lint build unit bench fuzz deploy-test ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz, the deployment
+
+stress: ## the suite three times in a row beside stress-ng --cpu 2 (a loaded 2-core machine), with each run's time
+	@command -v stress-ng >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng >/dev/null
+	@stress-ng --cpu 2 --timeout 90m --quiet & pid=$$!; trap "kill $$pid" EXIT; \
+	for i in 1 2 3; do start=$$(date +%s); $(GO) test -race -count=1 -timeout 30m ./... || exit 1; echo "stress run $$i: $$(( $$(date +%s) - start )) s"; done
 
 chaos: deps build ## 3 workers, 500 jobs, a worker killed every few seconds; prints lost/duplicate counts
 	RUNFLEET_CHAOS_JOBS=500 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./internal/e2e/

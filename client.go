@@ -18,7 +18,7 @@ import (
 // Options configure a [Client]. Zero fields take the documented defaults.
 type Options struct {
 	Prefix  string        // default job.DefaultPrefix
-	Streams StreamOptions // used only when a stream is missing
+	Streams StreamOptions // used when a stream is missing; Replicas also raises an existing one
 }
 
 // Client publishes jobs and follows their results.

@@ -18,7 +18,7 @@ type StreamOptions struct {
 	Duplicates    time.Duration // dedup window of the jobs stream; default 2 min
 	ResultsMaxAge time.Duration // default 24 h
 	ControlMaxAge time.Duration // default 24 h
-	Replicas      int           // default 1
+	Replicas      int           // default 1; an existing stream with fewer is raised to it
 }
 
 // StreamConfigs returns the configurations of the three streams of s.
@@ -55,17 +55,39 @@ func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
 	}
 }
 
-// EnsureStreams creates the streams of s that are missing. An existing stream is left as it is:
-// its settings are the operator's, and shrinking them could drop jobs or results.
+// EnsureStreams creates the streams of s that are missing. An existing stream keeps its settings
+// (they are the operator's, and shrinking them could drop jobs or results), with one exception:
+// when it has fewer replicas than o asks for, it is raised to them, so that a fleet moved onto a
+// cluster stops keeping its queue on one node. Replicas are never lowered.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, o StreamOptions) error {
 	for _, cfg := range StreamConfigs(s, o) {
 		_, err := js.CreateStream(ctx, cfg)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err := js.Stream(ctx, cfg.Name)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", cfg.Name, err)
+			}
+			if err := raiseReplicas(ctx, js, st, cfg.Replicas); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
 			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
+	}
+	return nil
+}
+
+// raiseReplicas updates st to replicas when it has fewer, keeping every other setting.
+func raiseReplicas(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, replicas int) error {
+	cfg := st.CachedInfo().Config
+	if cfg.Replicas >= replicas {
+		return nil
+	}
+	cfg.Replicas = replicas
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("raise replicas of stream %s to %d: %w", cfg.Name, replicas, err)
 	}
 	return nil
 }

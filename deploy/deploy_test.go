@@ -30,17 +30,20 @@ func TestComposeFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("load compose.yaml: %v", err)
 	}
-	for _, name := range []string{"nats", "redis", "worker", "sandbox-image"} {
+	for _, name := range []string{"nats", "redis", "worker"} {
 		if _, err := p.GetService(name); err != nil {
 			t.Errorf("service %s: %v", name, err)
 		}
 	}
 	w, _ := p.GetService("worker")
-	if w.Environment["RUNFLEET_PROVIDER"] == nil || *w.Environment["RUNFLEET_PROVIDER"] != "docker" {
-		t.Errorf("worker provider = %v, want docker", w.Environment["RUNFLEET_PROVIDER"])
+	if w.Environment["RUNFLEET_PROVIDER"] == nil || *w.Environment["RUNFLEET_PROVIDER"] != "namespace" {
+		t.Errorf("worker provider = %v, want namespace", w.Environment["RUNFLEET_PROVIDER"])
 	}
-	if !slices.ContainsFunc(w.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == "/var/run/docker.sock" }) {
-		t.Errorf("worker does not mount the Docker socket")
+	if !slices.ContainsFunc(w.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == "/sys/fs/cgroup" }) {
+		t.Errorf("worker does not mount the host's cgroup tree")
+	}
+	if w.Pid != "host" || !slices.Contains(w.CapAdd, "SYS_ADMIN") {
+		t.Errorf("worker pid %q, cap_add %v: want the host's pid namespace and SYS_ADMIN", w.Pid, w.CapAdd)
 	}
 	r, _ := p.GetService("redis")
 	if !slices.Contains(r.Command, "--appendonly") {
@@ -129,5 +132,27 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 		t.Errorf("worker has no resource requests")
+	}
+}
+
+// TestNATSImageVersion: the nats-server the registry Dockerfile installs is the one go.mod pins,
+// which `make images` builds offline, so both describe the same image.
+func TestNATSImageVersion(t *testing.T) {
+	version := func(file, prefix string) string {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), prefix); ok {
+				return v
+			}
+		}
+		t.Fatalf("%s: no line starting %q", file, prefix)
+		return ""
+	}
+	pinned := version("../go.mod", "github.com/nats-io/nats-server/v2 ")
+	if got := version("nats/Dockerfile", "ARG NATS_VERSION="); got != pinned {
+		t.Errorf("deploy/nats/Dockerfile installs nats-server %s, go.mod pins %s", got, pinned)
 	}
 }

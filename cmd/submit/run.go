@@ -56,6 +56,7 @@ Flags:
 `
 
 type options struct {
+	replicas                                                                          int
 	natsURL, prefix, queue, lang, code, stdin, id, timeout, outputBytes, memory, pids string
 	env, files                                                                        cli.List
 	noWait, json                                                                      bool
@@ -65,6 +66,7 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.natsURL, "nats-url", nats.DefaultURL, "NATS server(s), comma separated")
 	fs.StringVar(&o.prefix, "prefix", job.DefaultPrefix, "subject and stream prefix of the fleet")
 	fs.StringVar(&o.queue, "queue", job.DefaultQueue, "queue to submit to")
+	fs.IntVar(&o.replicas, "stream-replicas", 1, "JetStream replicas of the streams when submit creates or raises them")
 }
 
 func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -101,7 +103,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	if err != nil {
 		return fail(stderr, err)
 	}
-	c, nc, err := connect(o.natsURL, o.prefix)
+	c, nc, err := connect(o)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -123,14 +125,14 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 }
 
 // connect returns a client and its connection; the caller closes the connection.
-func connect(url, prefix string) (*runfleet.Client, *nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name("runfleet-submit"), nats.Timeout(5*time.Second))
+func connect(o options) (*runfleet.Client, *nats.Conn, error) {
+	nc, err := nats.Connect(o.natsURL, nats.Name("runfleet-submit"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (is a worker --dev or nats-server running?)", url, err)
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (is a worker --dev or nats-server running?)", o.natsURL, err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: prefix})
+	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.prefix, Streams: runfleet.StreamOptions{Replicas: o.replicas}})
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

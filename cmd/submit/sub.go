@@ -7,10 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -42,7 +44,7 @@ func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(s
 		fmt.Fprintf(stderr, "usage: submit %s ID\n", name)
 		return exitOther
 	}
-	c, nc, err := connect(o.natsURL, o.prefix)
+	c, nc, err := connect(o)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -65,36 +67,79 @@ func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(s
 	}
 }
 
-// workers listens to worker heartbeats for a few seconds and lists the workers heard.
+// heartbeat is the part of a worker's heartbeat that `submit workers` prints.
+type heartbeat struct {
+	ID       string   `json:"id"`
+	Version  string   `json:"version"`
+	Arch     string   `json:"arch"`
+	Provider string   `json:"provider"`
+	Cgroup   string   `json:"cgroup"`
+	Profiles []string `json:"profiles"`
+	Slots    int      `json:"slots"`
+	Running  int      `json:"running"`
+	Waiting  int      `json:"waiting"`
+}
+
+// workers pings the fleet's workers and lists those that answer. A worker answers a ping at once;
+// one that does not (an older version) is still heard by its heartbeat, every 2 s, so submit
+// waits a heartbeat period only while nobody answered.
 func workers(nc *nats.Conn, s job.Subjects, stdout, stderr io.Writer) int {
+	const period, quiet = 2500 * time.Millisecond, 300 * time.Millisecond
 	var mu sync.Mutex
-	seen := map[string]map[string]any{}
-	sub, err := nc.Subscribe(s.Workers(), func(m *nats.Msg) {
-		var hb map[string]any
-		if json.Unmarshal(m.Data, &hb) == nil {
-			mu.Lock()
-			seen[fmt.Sprint(hb["id"])] = hb
-			mu.Unlock()
+	seen := map[string]heartbeat{}
+	heard := make(chan struct{}, 1)
+	record := func(m *nats.Msg) {
+		var hb heartbeat
+		if json.Unmarshal(m.Data, &hb) != nil || hb.ID == "" {
+			return
 		}
-	})
+		mu.Lock()
+		seen[hb.ID] = hb
+		mu.Unlock()
+		select {
+		case heard <- struct{}{}:
+		default:
+		}
+	}
+	inbox := nats.NewInbox()
+	replies, err := nc.Subscribe(inbox, record)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	time.Sleep(2500 * time.Millisecond)
-	_ = sub.Unsubscribe()
+	defer func() { _ = replies.Unsubscribe() }()
+	beats, err := nc.Subscribe(s.Workers(), record)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	defer func() { _ = beats.Unsubscribe() }()
+	if err := nc.PublishRequest(s.Workers()+".ping", inbox, nil); err != nil {
+		return fail(stderr, err)
+	}
+	deadline := time.After(period)
+	wait := deadline
+	for done := false; !done; {
+		select {
+		case <-heard:
+			wait = time.After(quiet) // more answers come close together; stop once they pause
+		case <-wait:
+			done = true
+		case <-deadline:
+			done = true
+		}
+	}
 	mu.Lock()
 	defer mu.Unlock()
-	ids := make([]string, 0, len(seen))
-	for id := range seen {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
-	fmt.Fprintf(stdout, "%-32s %-10s %-9s %5s %7s  %s\n", "WORKER", "VERSION", "PROVIDER", "SLOTS", "RUNNING", "PROFILES")
+	ids := slices.Sorted(maps.Keys(seen))
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WORKER\tVERSION\tARCH\tPROVIDER\tCGROUP\tSLOTS\tRUNNING\tWAITING\tPROFILES")
 	for _, id := range ids {
 		hb := seen[id]
-		profs, _ := json.Marshal(hb["profiles"])
-		fmt.Fprintf(stdout, "%-32s %-10v %-9v %5v %7v  %s\n", id, hb["version"], hb["provider"], hb["slots"], hb["running"],
-			strings.Trim(string(profs), "[]"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", id, hb.Version, hb.Arch, hb.Provider, hb.Cgroup,
+			hb.Slots, hb.Running, hb.Waiting, strings.Join(hb.Profiles, ","))
+	}
+	_ = tw.Flush()
+	if len(ids) == 0 {
+		fmt.Fprintf(stderr, "submit: no worker answered within %v\n", period)
 	}
 	return 0
 }
@@ -160,6 +205,15 @@ func bench(c *runfleet.Client, nc *nats.Conn, queue string, n, conc int, lang, c
 	fmt.Fprintf(stdout, "jobs %d  concurrency %d  lang %s  elapsed %v  %.1f jobs/s\n", n, conc, lang, elapsed.Round(time.Millisecond), float64(n)/elapsed.Seconds())
 	fmt.Fprintf(stdout, "publish→settlement p50 %v  p90 %v  p99 %v  max %v\n", pct(.5).Round(time.Microsecond*100),
 		pct(.9).Round(time.Microsecond*100), pct(.99).Round(time.Microsecond*100), lat[len(lat)-1].Round(time.Microsecond*100))
-	fmt.Fprintf(stdout, "statuses %v\n", statuses)
+	fmt.Fprintf(stdout, "statuses %s\n", statusLine(statuses))
 	return 0
+}
+
+// statusLine prints counts of statuses in a fixed order: "succeeded 198, failed 2".
+func statusLine(counts map[job.Status]int) string {
+	parts := make([]string, 0, len(counts))
+	for _, st := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%s %d", st, counts[st]))
+	}
+	return strings.Join(parts, ", ")
 }

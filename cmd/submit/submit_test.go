@@ -6,12 +6,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/runfleet/runfleet/internal/testenv"
+	"github.com/runfleet/runfleet/job"
 )
 
 // natsURL is a real JetStream with a real worker process behind it, shared by the tests.
@@ -213,4 +215,42 @@ func TestCtrlC(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestStatusLine(t *testing.T) {
+	for _, tc := range []struct {
+		counts map[job.Status]int
+		want   string
+	}{
+		{map[job.Status]int{}, ""},
+		{map[job.Status]int{job.StatusSucceeded: 30}, "succeeded 30"},
+		{map[job.Status]int{job.StatusSucceeded: 28, job.StatusFailed: 1, job.StatusTimedOut: 1}, "failed 1, succeeded 28, timed_out 1"},
+	} {
+		if got := statusLine(tc.counts); got != tc.want {
+			t.Errorf("statusLine(%v) = %q, want %q", tc.counts, got, tc.want)
+		}
+	}
+}
+
+// TestWorkers lists the worker behind the tests as a table, from its answer to the ping rather
+// than after a heartbeat period.
+func TestWorkers(t *testing.T) {
+	start := time.Now()
+	c := submit(t, "", "workers")
+	if c.code != 0 {
+		t.Fatalf("submit workers exit %d: %s", c.code, c.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(c.stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want a header and one worker, got:\n%s", c.stdout)
+	}
+	head, row := strings.Fields(lines[0]), strings.Fields(lines[1])
+	want := []string{"WORKER", "VERSION", "ARCH", "PROVIDER", "CGROUP", "SLOTS", "RUNNING", "WAITING", "PROFILES"}
+	if strings.Join(head, " ") != strings.Join(want, " ") || len(row) != len(want) {
+		t.Fatalf("table:\n%s", c.stdout)
+	}
+	if row[2] != runtime.GOARCH || row[3] != "namespace" || (row[4] != "v1" && row[4] != "v2") || row[5] != "2" || row[7] != "0" {
+		t.Errorf("row %q: want arch %s, provider namespace, cgroup v1|v2, 2 slots, 0 waiting", row, runtime.GOARCH)
+	}
+	t.Logf("submit workers answered in %v", time.Since(start))
 }

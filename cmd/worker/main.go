@@ -7,11 +7,13 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
 )
 
 func main() {
 	namespace.Init()
+	docker.Init()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	if err := run(sigs, os.Args[1:], os.Getenv, os.Stderr); err != nil {

@@ -45,7 +45,7 @@ type config struct {
 	rootfs, image, dispatchLog                                        string
 	cpus                                                              float64
 	maxTimeout                                                        time.Duration
-	maxFailures                                                       int
+	maxFailures, streamReplicas                                       int
 	hook                                                              func() func(phase string)
 }
 
@@ -71,6 +71,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of each sandbox, in cores")
 	fs.DurationVar(&c.maxTimeout, "max-timeout", 5*time.Minute, "largest timeout_ms a job may ask for")
 	fs.IntVar(&c.maxFailures, "max-failures", 5, "pre-dispatch failures before a job settles error")
+	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the fleet's streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
 	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
 	c.hook = faultHook(fs)
 	return fs, c
@@ -84,6 +85,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		}
 		return err
 	}
+	// The runner adds "worker" to its own lines; every other line gets it here, so each line has it once.
 	log := slog.New(slog.NewJSONHandler(stderr, nil)).With("worker", c.id)
 	ctx, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
@@ -127,7 +129,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
-	if err := runfleet.EnsureStreams(startCtx, js, subjects, runfleet.StreamOptions{}); err != nil {
+	if err := runfleet.EnsureStreams(startCtx, js, subjects, runfleet.StreamOptions{Replicas: c.streamReplicas}); err != nil {
 		return err
 	}
 	ropts, err := redis.ParseURL(c.redisURL)
@@ -160,6 +162,12 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			log.Warn("removed cgroups left by dead workers", "count", p.Reaped)
 		}
 		provider, profiles = p, profile.Builtin(c.rootfs, "")
+		reap = func(ctx context.Context) {
+			// Sandboxes whose Destroy failed: their cgroups, mount points and uids.
+			if _, err := p.Reap(ctx); err != nil {
+				log.Warn("reap sandboxes", "err", err)
+			}
+		}
 	case "docker":
 		p, err := docker.New(startCtx, docker.Options{Fleet: c.prefix, DispatchLog: dlog, Logger: log})
 		if err != nil {
@@ -240,7 +248,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			log.Error("http", "err", err)
 		}
 	})
-	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, profiles, r) })
+	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, provider.Name(), profiles, r) })
 	bg.Go(func() {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()

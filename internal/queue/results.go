@@ -84,8 +84,12 @@ func (c *Chain) publish(ctx context.Context, m *nats.Msg) error {
 	if c.broken {
 		return fmt.Errorf("job %s attempt %d: %w", c.id, c.attempt, ErrConflict)
 	}
-	ack, err := c.r.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequenceForSubject(c.last, c.r.subjects.Results(c.id)))
+	ack, err := publishRetry(ctx, c.r.js, m, jetstream.WithExpectLastSequenceForSubject(c.last, c.r.subjects.Results(c.id)))
 	if conflict(err) {
+		if seq, ok := c.stored(ctx, m); ok {
+			c.last = seq
+			return nil
+		}
 		c.broken = true
 		return fmt.Errorf("job %s attempt %d: %w", c.id, c.attempt, ErrConflict)
 	}
@@ -96,12 +100,74 @@ func (c *Chain) publish(ctx context.Context, m *nats.Msg) error {
 	return nil
 }
 
+// Retries of a result write: each try waits at most tryTimeout for its ack, and the pause between
+// tries doubles from firstBackoff to maxBackoff. A stream leader election after a node loss takes
+// a few seconds (3.5–6.6 s measured), which the caller's context must outlast.
+const (
+	tryTimeout   = 2 * time.Second
+	firstBackoff = 50 * time.Millisecond
+	maxBackoff   = time.Second
+)
+
+// publishRetry publishes m until JetStream acks it or ctx ends, retrying what a node loss or a
+// leader election causes (no response, timeouts, 503 "no leader" errors). A try may be stored
+// although its ack was lost; m's Nats-Msg-Id lets the caller recognise it (see [Chain.stored]).
+func publishRetry(ctx context.Context, js jetstream.JetStream, m *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
+	backoff := firstBackoff
+	for {
+		tctx, cancel := context.WithTimeout(ctx, tryTimeout)
+		ack, err := js.PublishMsg(tctx, m, opts...)
+		cancel()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return ack, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (retried until: %w)", err, context.Cause(ctx))
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+// retryable tells a write that may succeed when tried again from one that never will: an API
+// error is final unless it is a 503 (the stream or the cluster has no leader at the moment).
+func retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == 503
+	}
+	return !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrMaxPayload)
+}
+
+// stored reports whether m is the last write stored for the job, with its sequence: then a
+// refusal by the fence was a retry meeting its own earlier try, whose ack was lost. (The stream
+// checks the expected sequence before duplicates, so such a retry is refused, not acked as a
+// duplicate.)
+func (c *Chain) stored(ctx context.Context, m *nats.Msg) (uint64, bool) {
+	s, err := c.r.stream(ctx, c.r.subjects.ResultsStream())
+	if err != nil {
+		return 0, false
+	}
+	last, err := s.GetLastMsgForSubject(ctx, c.r.subjects.Results(c.id))
+	if err != nil || last.Header.Get(job.HeaderMsgID) != m.Header.Get(job.HeaderMsgID) {
+		return 0, false
+	}
+	return last.Sequence, true
+}
+
+// msgID names one write of one attempt, so that its retries are deduplicated by the stream.
+func (c *Chain) msgID(what string) string {
+	return c.id + "." + strconv.FormatInt(c.attempt, 10) + "." + what
+}
+
 // Page stores one output page.
 func (c *Chain) Page(ctx context.Context, stream string, index, offset int64, data []byte) error {
 	m := c.msg(c.r.subjects.Page(c.id), data)
 	m.Header.Set(job.HeaderStream, stream)
 	m.Header.Set(job.HeaderPage, strconv.FormatInt(index, 10))
 	m.Header.Set(job.HeaderOffset, strconv.FormatInt(offset, 10))
+	m.Header.Set(job.HeaderMsgID, c.msgID("page."+strconv.FormatInt(index, 10)))
 	return c.publish(ctx, m)
 }
 
@@ -113,7 +179,9 @@ func (c *Chain) Settle(ctx context.Context, st job.Settlement) error {
 	if err != nil {
 		return fmt.Errorf("encode settlement: %w", err)
 	}
-	return c.publish(ctx, c.msg(c.r.subjects.Settled(c.id), body))
+	m := c.msg(c.r.subjects.Settled(c.id), body)
+	m.Header.Set(job.HeaderMsgID, c.msgID("settled"))
+	return c.publish(ctx, m)
 }
 
 // Stored is what earlier attempts stored of one job's results.
@@ -142,12 +210,21 @@ func (r *Results) Resume(ctx context.Context, id string, attempt int64, tracepar
 	if err != nil {
 		return nil, got, fmt.Errorf("results of %s: %w", id, err)
 	}
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.subjects.Results(id)}})
+	// The server holds a bounded number of consumers per stream: this one leaves as soon as the
+	// read is done, and after a few seconds at the most if the worker dies first.
+	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{r.subjects.Results(id)},
+		InactiveThreshold: 5 * time.Second})
 	if err != nil {
 		return nil, got, fmt.Errorf("read results of %s: %w", id, err)
 	}
+	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), cons.CachedInfo().Name) }()
+	// Fetch exactly what is pending: a batch asked larger than that waits out its MaxWait.
+	pending := cons.CachedInfo().NumPending
 	for c.last < last.Sequence {
-		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
+		if pending == 0 {
+			return nil, got, fmt.Errorf("read results of %s: stopped at sequence %d of %d", id, c.last, last.Sequence)
+		}
+		batch, err := cons.Fetch(int(min(pending, 256)), jetstream.FetchMaxWait(10*time.Second))
 		if err != nil {
 			return nil, got, fmt.Errorf("read results of %s: %w", id, err)
 		}
@@ -158,7 +235,7 @@ func (r *Results) Resume(ctx context.Context, id string, attempt int64, tracepar
 			if err != nil {
 				return nil, got, fmt.Errorf("read results of %s: %w", id, err)
 			}
-			c.last = meta.Sequence.Stream
+			c.last, pending = meta.Sequence.Stream, meta.NumPending
 			switch {
 			case m.Subject() == r.subjects.Settled(id):
 				got.Settled = true

@@ -204,7 +204,7 @@ func (r *Runner) dispatch(ctx context.Context, a *attempt, b job.Bounds, payload
 	// Output publishes on a context that outlives a kill, so what the program printed before it
 	// stays stored, and that lasts as long as the program may run plus the settle budget: a long
 	// job prints until its own timeout.
-	pubCtx, cancelPub := context.WithTimeout(context.WithoutCancel(ctx), b.Timeout+r.o.SettleWait)
+	pubCtx, cancelPub := outliveCtx(ctx, b.Timeout+r.o.SettleWait)
 	defer cancelPub()
 	stdout, stderr := pages.Writers(pubCtx)
 	flushCtx, stopFlush := context.WithCancel(ctx)

@@ -11,9 +11,25 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
-// settleCtx outlives the job's context on purpose, so a job killed by shutdown still settles.
+// outliveCtx outlives the job's context ctx on purpose, for at most d, so that a job killed by a
+// cancel or a shutdown still has its output and settlement stored; it ends at once when the job's
+// lease is lost, so that a worker without a lease neither stores nor retries anything more.
+func outliveCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	out, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(context.Cause(ctx), errLeaseLost) {
+			cancel()
+		}
+	})
+	return out, func() {
+		stop()
+		cancel()
+	}
+}
+
+// settleCtx is the settle budget of a job whose context may have ended.
 func (r *Runner) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), r.o.SettleWait)
+	return outliveCtx(ctx, r.o.SettleWait)
 }
 
 // settleUndispatched settles a job this attempt does not dispatch: rejected, expired, cancelled

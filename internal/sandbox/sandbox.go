@@ -12,7 +12,9 @@
 //   - Destroy kills what is left and returns nil only when nothing of the sandbox remains:
 //     no process, no cgroup or container, no files.
 //   - A sandbox has no network but loopback, no view of the host's files beyond its profile's
-//     read-only root, and runs as an unprivileged user with no capabilities.
+//     read-only root, and runs as an unprivileged user with no capabilities, under [Seccomp].
+//   - A sandbox ends, every process of it, within 2 s of its worker's death, however the worker
+//     died (exit, SIGKILL, OOM kill), and not only when a later worker reaps it.
 package sandbox
 
 import (

@@ -1,8 +1,18 @@
 // Package docker runs each job in a fresh Docker container, never reused: network mode none, all
-// capabilities dropped, no-new-privileges, a read-only root, size-limited tmpfs /workspace and
-// /tmp, memory equal to memory+swap, a pids limit, a CPU quota, user nobody, and no log kept. It
-// attaches before start, so the payload travels on the container's stdin and output is
-// demultiplexed into pages as it comes.
+// capabilities dropped, no-new-privileges, the seccomp policy of package sandbox, a read-only
+// root, size-limited tmpfs /workspace and /tmp, memory equal to memory+swap, a pids limit, a CPU
+// quota, user nobody, and no log kept. It attaches before start, so the payload travels on the
+// container's stdin and output is demultiplexed into pages as it comes.
+//
+// The container's pid 1 is the worker's own executable, bind-mounted read-only (see [Init]): it
+// ends the container when the program ends or when the worker's attach connection closes, so a
+// container never outlives its worker by more than the daemon takes to pass that on. The worker
+// keeps the attach open for the whole run and frames stdin, so that the program's end of input
+// is not mistaken for the worker's end.
+//
+// Each container lives in a cgroup of its own parent (cgroupfs driver, v1 or v2): Docker removes
+// the container's cgroup when it exits, and the parent's hierarchical counters give its CPU time
+// and peak memory after that. Under the systemd driver only wall time is measured.
 package docker
 
 import (
@@ -12,6 +22,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,8 +31,10 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/google/uuid"
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/api/types/mount"
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
@@ -38,11 +52,22 @@ const (
 
 // Options configure a [Provider].
 type Options struct {
-	Fleet       string // label value that marks this fleet's containers; default "runfleet"
-	User        string // default "65534:65534"
+	Fleet       string        // label value that marks this fleet's containers; default "runfleet"
+	User        string        // default "65534:65534"
+	InitBinary  string        // host path of the container init; default this process's executable
+	StateDir    string        // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
+	KillWait    time.Duration // after a kill, how long Run waits for the daemon to confirm it; default 15s
+	CgroupRoot  string        // where the host mounts cgroups; default /sys/fs/cgroup
 	DispatchLog sandbox.DispatchLog
 	Logger      *slog.Logger
 }
+
+// Bounds on calls to the daemon that a kill or a removal waits for: a hung daemon cannot hang a
+// worker's kill forever.
+const (
+	killTimeout     = 10 * time.Second
+	defaultKillWait = 15 * time.Second
+)
 
 // Provider makes container sandboxes.
 type Provider struct {
@@ -52,9 +77,11 @@ type Provider struct {
 
 	seccomp  string // profile JSON
 	uid, gid string // of the sandbox user, owner of /workspace
+	init     string // host path of the init binary
+	cg       cgroupLayout
 
 	mu   sync.Mutex
-	live map[string]bool // containers this provider made and has not removed
+	live map[string]string // id → sandbox name of the containers this provider made and no Destroy was asked for
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -72,6 +99,15 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if !ok {
 		gid = uid
 	}
+	initBin := o.InitBinary
+	if initBin == "" {
+		if initBin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("container init: %w", err)
+		}
+	}
+	if initBin, err = privateCopy(initBin, cmp.Or(o.StateDir, filepath.Join(os.TempDir(), "runfleet-docker"))); err != nil {
+		return nil, fmt.Errorf("container init: %w", err)
+	}
 	c, err := client.New(client.FromEnv)
 	if err != nil {
 		return nil, fmt.Errorf("docker client: %w", err)
@@ -80,8 +116,18 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		c.Close()
 		return nil, fmt.Errorf("docker daemon unreachable (is dockerd running and the socket mounted?): %w", err)
 	}
-	return &Provider{c: c, o: o, log: cmp.Or(o.Logger, slog.Default()), live: map[string]bool{},
-		seccomp: sc, uid: uid, gid: gid}, nil
+	info, err := c.Info(ctx, client.InfoOptions{})
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("docker info: %w", err)
+	}
+	p := &Provider{c: c, o: o, log: cmp.Or(o.Logger, slog.Default()), live: map[string]string{},
+		seccomp: sc, uid: uid, gid: gid, init: initBin,
+		cg: newCgroupLayout(cmp.Or(o.CgroupRoot, "/sys/fs/cgroup"), info.Info.CgroupDriver, info.Info.CgroupVersion, o.Fleet)}
+	if !p.cg.measures() {
+		p.log.Warn("docker cgroup driver is not cgroupfs: sandboxes report wall time only", "driver", info.Info.CgroupDriver)
+	}
+	return p, nil
 }
 
 // Ready reports whether the daemon answers.
@@ -124,15 +170,19 @@ func (p *Provider) Resolve(ctx context.Context, s profile.Set) (profile.Set, err
 
 // Create makes and starts a container whose bootstrap waits on stdin.
 func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	pids := spec.Pids
+	pids := spec.Pids + sandbox.SupervisorTasks
 	ws := cmp.Or(spec.WorkspaceBytes, 64<<20)
 	tmp := cmp.Or(spec.TmpBytes, 64<<20)
+	if len(spec.Profile.Interpreter) == 0 {
+		return nil, fmt.Errorf("profile %s: no interpreter", spec.Profile.Name)
+	}
+	name := "sb-" + uuid.NewString()
 	res, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image:           spec.Profile.Image,
-			Entrypoint:      spec.Profile.Interpreter[:1],
-			Cmd:             spec.Profile.Interpreter[1:],
-			Env:             sandbox.BaseEnv(),
+			Entrypoint:      []string{initPath},
+			Cmd:             spec.Profile.Interpreter,
+			Env:             append(sandbox.BaseEnv(), initEnv...),
 			User:            p.o.User,
 			WorkingDir:      "/workspace",
 			AttachStdin:     true,
@@ -154,12 +204,14 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 				"/workspace": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=0700,uid=%s,gid=%s", ws, p.uid, p.gid),
 				"/tmp":       fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp),
 			},
+			Mounts:    []mount.Mount{{Type: mount.TypeBind, Source: p.init, Target: initPath, ReadOnly: true}},
 			LogConfig: container.LogConfig{Type: "none"},
 			Resources: container.Resources{
-				Memory:     spec.MemoryBytes,
-				MemorySwap: spec.MemoryBytes,
-				PidsLimit:  &pids,
-				NanoCPUs:   int64(spec.CPUs * 1e9),
+				CgroupParent: p.cg.parent(name),
+				Memory:       spec.MemoryBytes + sandbox.SupervisorMemory,
+				MemorySwap:   spec.MemoryBytes + sandbox.SupervisorMemory,
+				PidsLimit:    &pids,
+				NanoCPUs:     int64(spec.CPUs * 1e9),
 				Ulimits: []*container.Ulimit{{Name: "core", Soft: 0, Hard: 0}, {Name: "nofile", Soft: 1024, Hard: 1024},
 					{Name: "fsize", Soft: max(ws, tmp), Hard: max(ws, tmp)}},
 			},
@@ -169,9 +221,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return nil, fmt.Errorf("create container: %w", err)
 	}
 	p.mu.Lock()
-	p.live[res.ID] = true
+	p.live[res.ID] = name
 	p.mu.Unlock()
-	s := &containerSandbox{p: p, id: res.ID, spec: spec}
+	s := &containerSandbox{p: p, id: res.ID, name: name, spec: spec}
 	if err := s.start(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("start container: %w", err), s.Destroy(context.WithoutCancel(ctx)))
 	}
@@ -179,12 +231,15 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 }
 
 type containerSandbox struct {
-	p      *Provider
-	id     string
-	spec   sandbox.Spec
-	attach client.ContainerAttachResult
-	wait   client.ContainerWaitResult
-	gone   bool
+	p          *Provider
+	id         string
+	name       string // of its parent cgroup
+	spec       sandbox.Spec
+	attach     client.ContainerAttachResult
+	wait       client.ContainerWaitResult
+	cancelWait context.CancelFunc
+	waited     bool // the wait's answer was taken
+	gone       bool
 }
 
 func (s *containerSandbox) ID() string { return s.id }
@@ -196,13 +251,17 @@ func (s *containerSandbox) start(ctx context.Context) error {
 		return err
 	}
 	// Waiting is asked for before start, so an exit cannot slip past it.
-	s.wait = s.p.c.ContainerWait(context.WithoutCancel(ctx), s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
+	waitCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancelWait = cancel
+	s.wait = s.p.c.ContainerWait(waitCtx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
 	_, err = s.p.c.ContainerStart(ctx, s.id, client.ContainerStartOptions{})
 	return err
 }
 
 func (s *containerSandbox) kill() {
-	_, _ = s.p.c.ContainerKill(context.Background(), s.id, client.ContainerKillOptions{Signal: "KILL"})
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	_, _ = s.p.c.ContainerKill(ctx, s.id, client.ContainerKillOptions{Signal: "KILL"})
 }
 
 func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (sandbox.Exit, error) {
@@ -211,13 +270,28 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 		return exit, err
 	}
 	start := time.Now()
-	guard := sandbox.Watch(ctx, s.spec.Timeout, s.kill)
+	// A daemon that does not confirm a kill within KillWait is given up on: Run closes the
+	// attach (which also tells the init to end the container) and stops waiting.
+	var giveUp *time.Timer
+	var giveUpOnce sync.Once
+	kill := func() {
+		giveUpOnce.Do(func() {
+			giveUp = time.AfterFunc(cmp.Or(s.p.o.KillWait, defaultKillWait), func() {
+				s.attach.Close()
+				s.cancelWait()
+			})
+		})
+		s.kill()
+	}
+	guard := sandbox.Watch(ctx, s.spec.Timeout, kill)
 	defer guard.Stop()
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		_, _ = io.Copy(s.attach.Conn, stdin)
-		_ = s.attach.CloseWrite()
+		// The attach stays open after the payload: its close is what tells the init the worker is gone.
+		if _, err := io.Copy(frameWriter{s.attach.Conn}, stdin); err == nil {
+			_ = writeFrame(s.attach.Conn, frameClose, nil)
+		}
 	})
 	// The kill runs beside the demultiplexer: the daemon finishes a kill only once the attached
 	// streams drain, and the demultiplexer is what drains them.
@@ -229,18 +303,26 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 	case <-s.wait.Result:
 	case waitErr = <-s.wait.Error:
 	}
+	s.waited = true
+	s.cancelWait()
 	s.attach.Close()
 	wg.Wait()
+	giveUpOnce.Do(func() {})
+	if giveUp != nil {
+		giveUp.Stop()
+	}
 	exit.Usage.Wall = time.Since(start)
 	if waitErr != nil {
 		return exit, fmt.Errorf("wait %s: %w", s.id, waitErr)
 	}
+	st := s.p.cg.stats(s.name)
+	exit.Usage.CPU, exit.Usage.MaxRSS = st.CPU, st.Peak
 	info, err := s.p.c.ContainerInspect(context.WithoutCancel(ctx), s.id, client.ContainerInspectOptions{})
 	if err != nil {
 		return exit, fmt.Errorf("inspect %s: %w", s.id, err)
 	}
-	st := info.Container.State
-	exit.Code, exit.OOM = st.ExitCode, st.OOMKilled
+	state := info.Container.State
+	exit.Code, exit.OOM = state.ExitCode, state.OOMKilled || st.OOM
 	// Docker reports a death by signal as 128+signal, as a shell does.
 	if exit.Code > 128 && exit.Code < 128+65 {
 		exit.Signal = unix.SignalName(unix.Signal(exit.Code - 128))
@@ -268,22 +350,41 @@ func (k *killOnError) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Destroy removes the container and returns nil once the daemon confirms it is gone.
+// Destroy removes the container and its parent cgroup, and returns nil once the daemon confirms
+// the container is gone. From its first call the provider no longer counts the container as
+// live, so the reaper removes whatever a failed Destroy left.
 func (s *containerSandbox) Destroy(ctx context.Context) error {
 	if s.gone {
 		return nil
 	}
+	s.p.mu.Lock()
+	delete(s.p.live, s.id)
+	s.p.mu.Unlock()
 	if s.attach.Conn != nil {
 		s.attach.Close()
 	}
+	if s.cancelWait != nil && !s.waited {
+		// Run never took the wait's answer: end the wait and take it, so its goroutine ends.
+		s.cancelWait()
+		select {
+		case <-s.wait.Result:
+		case <-s.wait.Error:
+		}
+		s.waited = true
+	}
 	if err := s.p.remove(ctx, s.id); err != nil {
 		return err
+	}
+	if err := s.p.cg.remove(s.name); err != nil {
+		return fmt.Errorf("remove %s: %w", s.id, err)
 	}
 	s.gone = true
 	return nil
 }
 
 func (p *Provider) remove(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, killTimeout)
+	defer cancel()
 	_, err := p.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove %s: %w", id, err)
@@ -291,9 +392,6 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 	if _, err := p.c.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
 		return fmt.Errorf("remove %s: container still there (%v)", id, err)
 	}
-	p.mu.Lock()
-	delete(p.live, id)
-	p.mu.Unlock()
 	return nil
 }
 
@@ -311,7 +409,7 @@ func (p *Provider) Reap(ctx context.Context, worker string, olderThan time.Durat
 	var errs []error
 	for _, c := range list.Items {
 		p.mu.Lock()
-		live := p.live[c.ID]
+		_, live := p.live[c.ID]
 		p.mu.Unlock()
 		old := time.Since(time.Unix(c.Created, 0)) > olderThan
 		mine := c.Labels[LabelWorker] == worker
@@ -327,5 +425,17 @@ func (p *Provider) Reap(ctx context.Context, worker string, olderThan time.Durat
 		n++
 		p.log.Warn("reaped container", "container", c.ID, "job_id", c.Labels[LabelJob], "of_worker", c.Labels[LabelWorker])
 	}
+	// Parent cgroups whose container is gone (a failed Destroy, a dead worker): a parent still
+	// holding its container's cgroup refuses removal and stays.
+	errs = append(errs, p.cg.removeEmpty(func(name string) bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, n := range p.live {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}))
 	return n, errors.Join(errs...)
 }

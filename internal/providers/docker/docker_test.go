@@ -1,16 +1,24 @@
 package docker_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/sandbox/providertest"
 	"github.com/runfleet/runfleet/internal/testenv"
+	"github.com/runfleet/runfleet/job"
 )
+
+const fleet = "runfleet-test"
 
 func image() string {
 	if img := os.Getenv("RUNFLEET_TEST_IMAGE"); img != "" {
@@ -19,44 +27,123 @@ func image() string {
 	return "runfleet-sandbox:latest"
 }
 
-func TestConformance(t *testing.T) {
-	ctx := t.Context()
-	p, err := docker.New(ctx, docker.Options{Fleet: "runfleet-test"})
+func TestMain(m *testing.M) {
+	docker.Init()
+	providertest.ChildMain(func(ctx context.Context) (providertest.Env, func(), error) {
+		p, err := docker.New(ctx, docker.Options{Fleet: fleet})
+		if err != nil {
+			return providertest.Env{}, nil, err
+		}
+		profiles, err := p.Resolve(ctx, profile.Builtin("", image()))
+		if err != nil {
+			p.Close()
+			return providertest.Env{}, nil, err
+		}
+		return providertest.Env{Provider: p, Profiles: profiles}, func() { p.Close() }, nil
+	})
+	goleak.VerifyTestMain(m)
+}
+
+func newProvider(t testing.TB) (*docker.Provider, profile.Set) {
+	t.Helper()
+	p, err := docker.New(t.Context(), docker.Options{Fleet: fleet})
 	if err != nil {
 		testenv.Missing(t, "docker daemon: %v", err)
 	}
-	defer p.Close()
-	profiles, err := p.Resolve(ctx, profile.Builtin("", image()))
+	t.Cleanup(func() { p.Close() })
+	profiles, err := p.Resolve(t.Context(), profile.Builtin("", image()))
 	if err != nil {
 		testenv.Missing(t, "sandbox image (make image): %v", err)
 	}
+	return p, profiles
+}
+
+// containerLeft reports the container with id, if the daemon still has it, and its parent
+// cgroups on either hierarchy (v1: one per controller; v2: one).
+func containerLeft(t *testing.T, id string) string {
+	out, _ := exec.Command("docker", "ps", "-aq", "--no-trunc", "--filter", "id="+id).Output()
+	left := strings.Fields(string(out))
+	for _, pattern := range []string{filepath.Join("/sys/fs/cgroup", "*", fleet+"-docker", "*", id), filepath.Join("/sys/fs/cgroup", fleet+"-docker", "*", id)} {
+		m, _ := filepath.Glob(pattern)
+		left = append(left, m...)
+	}
+	return strings.Join(left, " ")
+}
+
+func TestConformance(t *testing.T) {
+	p, profiles := newProvider(t)
 	secret := "runfleet-secret-docker"
 	t.Setenv("RUNFLEET_TEST_SECRET", secret)
 	providertest.Run(t, providertest.Env{
-		Provider: p,
-		Profiles: profiles,
-		Secret:   secret,
-		Leftovers: func(t *testing.T, id string) string {
-			out, _ := exec.Command("docker", "ps", "-aq", "--no-trunc", "--filter", "id="+id).Output()
-			return strings.TrimSpace(string(out))
-		},
+		Provider:      p,
+		Profiles:      profiles,
+		Secret:        secret,
+		MeasuresUsage: true,
+		Leftovers:     containerLeft,
 	})
-	if n, err := p.Reap(ctx, "providertest", 0, nil); err != nil || n != 0 {
+	if n, err := p.Reap(t.Context(), "providertest", 0, nil); err != nil || n != 0 {
 		t.Errorf("Reap() = %d, %v; want nothing left to reap", n, err)
+	}
+}
+
+// TestKilledWorker: a container never outlives its SIGKILLed worker by more than 2 s (G5): its
+// init ends it when the worker's attach connection closes.
+func TestKilledWorker(t *testing.T) {
+	p, _ := newProvider(t)
+	providertest.RunKilledWorker(t, func(t *testing.T, id string) string {
+		out, err := exec.Command("docker", "inspect", "-f", "{{.State.Running}} {{.State.Pid}}", id).Output()
+		if err != nil {
+			return "" // removed
+		}
+		if f := strings.Fields(string(out)); len(f) == 2 && f[0] == "true" {
+			return "container running, pid " + f[1]
+		}
+		return ""
+	})
+	// The dead worker's stopped container is the reaper's: no live worker tracks it.
+	if _, err := p.Reap(t.Context(), "providertest", 0, nil); err != nil {
+		t.Errorf("Reap() error = %v", err)
 	}
 }
 
 // BenchmarkCycle: go test -bench Cycle -benchtime 20x ./internal/providers/docker/
 func BenchmarkCycle(b *testing.B) {
-	p, err := docker.New(b.Context(), docker.Options{Fleet: "runfleet-test"})
-	if err != nil {
-		testenv.Missing(b, "docker daemon: %v", err)
-	}
-	defer p.Close()
-	profiles, err := p.Resolve(b.Context(), profile.Builtin("", image()))
-	if err != nil {
-		testenv.Missing(b, "sandbox image (make image): %v", err)
-	}
+	p, profiles := newProvider(b)
 	providertest.BenchCycle(b, providertest.Env{Provider: p, Profiles: profiles},
 		[]string{"docker", "run", "--rm", "--network", "none", image(), "/usr/bin/python3", "-c", "pass"})
+}
+
+// TestFailedDestroyReaped: a container whose removal failed is not tracked as live: the reaper
+// removes it, with its parent cgroup.
+func TestFailedDestroyReaped(t *testing.T) {
+	p, profiles := newProvider(t)
+	sb, err := p.Create(t.Context(), providertest.Spec(profiles["python3"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := sb.Destroy(canceled); err == nil {
+		t.Fatal("Destroy() with a canceled context = nil, want an error")
+	}
+	if left := containerLeft(t, sb.ID()); left == "" {
+		t.Fatal("nothing left after a failed Destroy: the test cannot show the reaper")
+	}
+	if n, err := p.Reap(t.Context(), "providertest", time.Hour, nil); n != 1 || err != nil {
+		t.Errorf("Reap() = %d, %v; want the container removed", n, err)
+	}
+	if left := containerLeft(t, sb.ID()); left != "" {
+		t.Errorf("after Reap, left on the host: %s", left)
+	}
+}
+
+// TestInitUnreadable: the program may see its container's init but not read it: an execute-only
+// copy of the worker's executable.
+func TestInitUnreadable(t *testing.T) {
+	p, profiles := newProvider(t)
+	r := providertest.Exec(t.Context(), t, providertest.Env{Provider: p, Profiles: profiles},
+		job.Request{Language: "python3", Code: "try:\n    print(len(open('/.runfleet/init', 'rb').read(64)))\nexcept OSError as e:\n    print(e.errno)"}, nil)
+	if r.Stdout != "13\n" {
+		t.Errorf("reading the init printed %q, want 13 (EACCES); stderr %q", r.Stdout, r.Stderr)
+	}
 }

@@ -2,34 +2,60 @@ package docker
 
 import (
 	"encoding/json"
+	"fmt"
+	"runtime"
 	"slices"
 
-	"github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
-	"golang.org/x/sys/unix"
 
 	"github.com/runfleet/runfleet/internal/sandbox"
 )
 
-// seccompProfile is Docker's default allowlist less sandbox.DeniedSyscalls (Docker allows ptrace
-// of a sibling, for one) and less AF_VSOCK sockets, as JSON for the security option.
-func seccompProfile() (string, error) {
-	p := seccomp.DefaultProfile()
-	rules := p.Syscalls[:0]
-	for _, r := range p.Syscalls {
-		r.Names = slices.DeleteFunc(r.Names, func(n string) bool {
-			return slices.Contains(sandbox.DeniedSyscalls, n) || n == "socket"
-		})
-		if len(r.Names) > 0 {
-			rules = append(rules, r)
-		}
+// nativeArch is the one seccomp architecture a profile lists: runc gives calls of any other
+// (i386 and x32 on amd64, arm on arm64) libseccomp's bad-architecture action, which kills.
+func nativeArch() (specs.Arch, error) {
+	switch runtime.GOARCH {
+	case "amd64":
+		return specs.ArchX86_64, nil
+	case "arm64":
+		return specs.ArchAARCH64, nil
 	}
-	rules = append(rules, &seccomp.Syscall{LinuxSyscall: specs.LinuxSyscall{
-		Names:  []string{"socket"},
-		Action: specs.ActAllow,
-		Args:   []specs.LinuxSeccompArg{{Index: 0, Value: unix.AF_VSOCK, Op: specs.OpNotEqual}},
-	}})
-	p.Syscalls = rules
-	b, err := json.Marshal(p)
+	return "", fmt.Errorf("seccomp profile for %s: %w", runtime.GOARCH, sandbox.ErrUnsupported)
+}
+
+// seccompProfile renders the sandbox policy as the JSON of Docker's seccomp security option.
+func seccompProfile() (string, error) {
+	p, err := sandbox.Seccomp()
+	if err != nil {
+		return "", err
+	}
+	arch, err := nativeArch()
+	if err != nil {
+		return "", err
+	}
+	eperm := uint(p.DefaultErrno)
+	out := specs.LinuxSeccomp{DefaultAction: specs.ActErrno, DefaultErrnoRet: &eperm, Architectures: []specs.Arch{arch}}
+	for _, r := range p.Rules {
+		s := specs.LinuxSyscall{Names: []string{r.Name}, Action: specs.ActAllow, Args: r.Args}
+		if r.Errno != 0 {
+			errno := uint(r.Errno)
+			s.Action, s.ErrnoRet = specs.ActErrno, &errno
+		}
+		// Unconditional rules of one action share a list of names, as in Docker's own profile.
+		if n := len(out.Syscalls); n > 0 && len(s.Args) == 0 && len(out.Syscalls[n-1].Args) == 0 &&
+			out.Syscalls[n-1].Action == s.Action && slices.Equal(errnos(out.Syscalls[n-1]), errnos(s)) {
+			out.Syscalls[n-1].Names = append(out.Syscalls[n-1].Names, r.Name)
+			continue
+		}
+		out.Syscalls = append(out.Syscalls, s)
+	}
+	b, err := json.Marshal(out)
 	return string(b), err
+}
+
+func errnos(s specs.LinuxSyscall) []uint {
+	if s.ErrnoRet == nil {
+		return nil
+	}
+	return []uint{*s.ErrnoRet}
 }

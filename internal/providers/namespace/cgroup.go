@@ -1,7 +1,6 @@
 package namespace
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/sandbox/cgstat"
 )
 
 // limits are what a cgroup enforces.
@@ -22,12 +22,6 @@ type limits struct {
 	memory int64
 	pids   int64
 	cpus   float64
-}
-
-type stats struct {
-	cpu    *time.Duration
-	maxRSS *int64
-	oom    bool
 }
 
 // cgroups makes one cgroup per sandbox, on whichever hierarchy the host has.
@@ -40,7 +34,7 @@ type cgroups interface {
 
 type cgroup interface {
 	add(pid int) error
-	stats() stats
+	stats() cgstat.Stats
 	// kill kills every process in the cgroup and waits until it is empty.
 	kill() error
 	remove() error
@@ -59,33 +53,6 @@ func detectCgroups(root, parent string) (cgroups, error) {
 
 func writeFile(path, value string) error {
 	return os.WriteFile(path, []byte(value), 0o644)
-}
-
-func readInt(path string) (int64, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	return v, err == nil
-}
-
-// keyed reads "key value" lines (memory.events, cpu.stat, memory.oom_control).
-func keyed(path, key string) (int64, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), " ")
-		if ok && k == key {
-			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }
 
 // killAll kills the processes listed in procs until the list stays empty.
@@ -211,20 +178,7 @@ func (g *cgroupV1) add(pid int) error {
 	return nil
 }
 
-func (g *cgroupV1) stats() stats {
-	var s stats
-	if ns, ok := readInt(filepath.Join(g.dirs["cpuacct"], "cpuacct.usage")); ok {
-		d := time.Duration(ns)
-		s.cpu = &d
-	}
-	if rss, ok := readInt(filepath.Join(g.dirs["memory"], "memory.max_usage_in_bytes")); ok {
-		s.maxRSS = &rss
-	}
-	if n, ok := keyed(filepath.Join(g.dirs["memory"], "memory.oom_control"), "oom_kill"); ok {
-		s.oom = n > 0
-	}
-	return s
-}
+func (g *cgroupV1) stats() cgstat.Stats { return cgstat.V1(g.dirs["memory"], g.dirs["cpuacct"]) }
 
 func (g *cgroupV1) kill() error {
 	return killAll(filepath.Join(g.dirs["pids"], "cgroup.procs"))
@@ -338,20 +292,7 @@ func (g *cgroupV2) add(pid int) error {
 	return writeFile(filepath.Join(g.dir, "cgroup.procs"), strconv.Itoa(pid))
 }
 
-func (g *cgroupV2) stats() stats {
-	var s stats
-	if us, ok := keyed(filepath.Join(g.dir, "cpu.stat"), "usage_usec"); ok {
-		d := time.Duration(us) * time.Microsecond
-		s.cpu = &d
-	}
-	if rss, ok := readInt(filepath.Join(g.dir, "memory.peak")); ok {
-		s.maxRSS = &rss
-	}
-	if n, ok := keyed(filepath.Join(g.dir, "memory.events"), "oom_kill"); ok {
-		s.oom = n > 0
-	}
-	return s
-}
+func (g *cgroupV2) stats() cgstat.Stats { return cgstat.V2(g.dir) }
 
 func (g *cgroupV2) kill() error {
 	_ = writeFile(filepath.Join(g.dir, "cgroup.kill"), "1")

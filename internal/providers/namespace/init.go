@@ -3,52 +3,115 @@ package namespace
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
-	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/runfleet/runfleet/internal/sandbox"
 )
 
-// initArg is argv[0] of the worker binary re-executed as a sandbox's first process.
+// initArg is argv[0] of the worker binary re-executed as a sandbox's supervisor.
 const initArg = "runfleet-sandbox-init"
 
-// initConfig is what the provider tells the init process, on fd 3, once the init is in its cgroup.
+// Files the provider passes to the supervisor, after stdin, stdout and stderr.
+const (
+	fdConfig   = 3 // initConfig as JSON, then EOF
+	fdStatus   = 4 // "ok" once the program runs, then "exit <wait status>"; or an error
+	fdLifeline = 5 // read end of a pipe only the worker writes: EOF means the worker is gone
+	fdUIDLock  = 6 // the sandbox uid's lock, held as long as the supervisor lives
+)
+
+// initConfig is what the provider tells the supervisor once it is in its cgroup.
 type initConfig struct {
 	MountPoint     string   `json:"mount_point"`
 	Root           string   `json:"root"`
+	Hide           []string `json:"hide"` // host paths to mask in the default root
 	UID            int      `json:"uid"`
 	Argv           []string `json:"argv"`
 	Env            []string `json:"env"`
 	WorkspaceBytes int64    `json:"workspace_bytes"`
 	TmpBytes       int64    `json:"tmp_bytes"`
+	Filter         []byte   `json:"filter"` // struct sock_filter array, host order: see encodeFilter
 }
 
-// Init runs the sandbox init when this process was started as one, and never returns then.
+// Init runs the sandbox supervisor when this process was started as one, and never returns then.
 // Programs that use the provider call it first in main, and test binaries in TestMain: the
 // provider starts sandboxes by re-executing its own binary, since Go cannot run code between fork
 // and exec.
+//
+// The supervisor is pid 1 of the sandbox's pid namespace. It builds the root, keeps only the
+// capabilities to switch uids, loads the seccomp filter, and starts the program under the sandbox
+// uid. It never changes its own credentials, so nothing clears its hold on the worker: when the
+// lifeline pipe reaches EOF (the worker exited, was killed or OOM-killed: the kernel closes its
+// files) or the program ends, the supervisor exits, and the kernel kills everything left in the
+// namespace.
 func Init() {
 	if len(os.Args) == 0 || os.Args[0] != initArg {
 		return
 	}
-	status := os.NewFile(4, "status")
-	syscall.CloseOnExec(4)
-	// initSandbox returns only when it failed: on success the interpreter replaced this process.
-	fmt.Fprintf(status, "%v", initSandbox())
-	os.Exit(1)
+	runtime.GOMAXPROCS(1)
+	status := os.NewFile(fdStatus, "status")
+	syscall.CloseOnExec(fdStatus)
+	for _, fd := range []int{fdLifeline, fdUIDLock} {
+		syscall.CloseOnExec(fd)
+	}
+	lifeline := os.NewFile(fdLifeline, "lifeline")
+	go func() {
+		_, _ = io.Copy(io.Discard, lifeline)
+		os.Exit(137)
+	}()
+	ws, err := supervise(status)
+	if err != nil {
+		fmt.Fprintf(status, "%v", err)
+		os.Exit(1)
+	}
+	fmt.Fprintf(status, "exit %d\n", uint32(ws))
+	os.Exit(0)
 }
 
-func initSandbox() error {
-	cfgFile := os.NewFile(3, "config")
+// supervise prepares the sandbox, runs the program and returns its wait status.
+func supervise(status io.Writer) (syscall.WaitStatus, error) {
+	cfgFile := os.NewFile(fdConfig, "config")
 	var c initConfig
 	if err := json.NewDecoder(cfgFile).Decode(&c); err != nil {
-		return fmt.Errorf("read config: %w", err)
+		return 0, fmt.Errorf("read config: %w", err)
 	}
 	cfgFile.Close()
+	if err := prepare(c); err != nil {
+		return 0, err
+	}
+	pid, err := syscall.ForkExec(c.Argv[0], c.Argv, &syscall.ProcAttr{
+		Dir:   "/workspace",
+		Env:   c.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys: &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: uint32(c.UID), Gid: uint32(c.UID), Groups: []uint32{}},
+			Setsid:     true,
+		},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("exec %s: %w", c.Argv[0], err)
+	}
+	// The supervisor keeps no end of the program's stdio: the program alone holds its stdin.
+	if null, err := os.Open("/dev/null"); err == nil {
+		for fd := range 3 {
+			_ = unix.Dup3(int(null.Fd()), fd, 0)
+		}
+		null.Close()
+	}
+	if _, err := io.WriteString(status, "ok\n"); err != nil {
+		return 0, err
+	}
+	return sandbox.ReapUntil(pid)
+}
+
+// prepare builds the root and drops what the supervisor does not need; the program it starts
+// inherits the filter and no_new_privs, and loses the remaining capabilities when its uid changes.
+func prepare(c initConfig) error {
 	if err := buildRoot(c); err != nil {
 		return err
 	}
@@ -58,7 +121,7 @@ func initSandbox() error {
 	if err := loopbackUp(); err != nil {
 		return err
 	}
-	if err := os.Chdir("/workspace"); err != nil {
+	if err := os.Chdir("/"); err != nil {
 		return err
 	}
 	for _, rl := range []struct {
@@ -73,26 +136,25 @@ func initSandbox() error {
 			return fmt.Errorf("setrlimit %d: %w", rl.res, err)
 		}
 	}
+	keep := uint64(1)<<unix.CAP_SETUID | uint64(1)<<unix.CAP_SETGID
 	for capability := 0; capability <= 63; capability++ {
+		if keep&(1<<capability) != 0 {
+			continue
+		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(capability), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("drop capability %d: %w", capability, err)
 		}
 	}
-	// The syscall package's credential calls change every thread of the process, not just one.
-	if err := syscall.Setgroups(nil); err != nil {
-		return fmt.Errorf("setgroups: %w", err)
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{{Effective: uint32(keep), Permitted: uint32(keep)}}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
 	}
-	if err := syscall.Setresgid(c.UID, c.UID, c.UID); err != nil {
-		return fmt.Errorf("setresgid: %w", err)
+	// Not dumpable: a program of the same namespace cannot open the supervisor's /proc files.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return fmt.Errorf("dumpable: %w", err)
 	}
-	if err := syscall.Setresuid(c.UID, c.UID, c.UID); err != nil {
-		return fmt.Errorf("setresuid: %w", err)
-	}
-	if err := seccomp.LoadFilter(seccompFilter()); err != nil {
-		return fmt.Errorf("seccomp: %w", err)
-	}
-	err := syscall.Exec(c.Argv[0], c.Argv, c.Env)
-	return fmt.Errorf("exec %s: %w", c.Argv[0], err)
+	return loadFilter(c.Filter)
 }
 
 func mount(source, target, fstype string, flags uintptr, data string) error {
@@ -167,6 +229,9 @@ func buildRoot(c initConfig) error {
 		if err := writeEtc(nr, c.UID); err != nil {
 			return err
 		}
+		if err := hide(nr, c.Hide); err != nil {
+			return err
+		}
 	}
 	for _, d := range []string{"proc", "dev", "tmp", "workspace", ".old"} {
 		if err := os.Mkdir(filepath.Join(nr, d), 0o755); err != nil {
@@ -200,6 +265,32 @@ func buildRoot(c initConfig) error {
 		return err
 	}
 	return mount("", "/", "", unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+// hide masks host paths under the new root nr: a directory with an empty read-only tmpfs, a
+// file with a device node that cannot be opened. A path the root does not hold is skipped.
+func hide(nr string, paths []string) error {
+	for _, p := range paths {
+		target := filepath.Join(nr, p)
+		fi, err := os.Stat(target)
+		if err != nil {
+			continue
+		}
+		if fi.IsDir() {
+			if err := mount("tmpfs", target, "tmpfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0755"); err != nil {
+				return err
+			}
+			continue
+		}
+		// A file: /dev/null on a nodev bind, which cannot even be opened.
+		if err := mount("/dev/null", target, "", unix.MS_BIND, ""); err != nil {
+			return err
+		}
+		if err := mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeEtc gives a sandbox on the host's /usr the few files programs look for, instead of the
@@ -271,27 +362,4 @@ func loopbackUp() error {
 		return fmt.Errorf("lo up: %w", err)
 	}
 	return nil
-}
-
-func seccompFilter() seccomp.Filter {
-	eperm := seccomp.ActionErrno | seccomp.Action(unix.EPERM)
-	return seccomp.Filter{
-		NoNewPrivs: true,
-		Flag:       seccomp.FilterFlagTSync,
-		Policy: seccomp.Policy{
-			DefaultAction: seccomp.ActionAllow,
-			Syscalls: []seccomp.SyscallGroup{
-				{Action: eperm, Names: sandbox.DeniedSyscalls},
-				// clone3 passes its flags in memory a filter cannot read; ENOSYS makes libc fall back to clone.
-				{Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS), Names: []string{"clone3"}},
-				{Action: seccomp.ActionErrno | seccomp.Action(unix.EAFNOSUPPORT), NamesWithCondtions: []seccomp.NameWithConditions{
-					{Name: "socket", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_VSOCK}}},
-				}},
-				// clone with CLONE_NEWUSER would make a user namespace, unshare's other door.
-				{Action: eperm, NamesWithCondtions: []seccomp.NameWithConditions{
-					{Name: "clone", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_NEWUSER}}},
-				}},
-			},
-		},
-	}
 }

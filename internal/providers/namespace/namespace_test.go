@@ -1,9 +1,14 @@
 package namespace_test
 
 import (
-	"go.uber.org/goleak"
+	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"go.uber.org/goleak"
+	"golang.org/x/sys/unix"
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
@@ -11,16 +16,27 @@ import (
 	"github.com/runfleet/runfleet/internal/testenv"
 )
 
+// Test sandboxes take uids from testUIDBase, away from the default range of real workers.
+const testUIDBase = 400000
+
 func TestMain(m *testing.M) {
 	namespace.Init()
+	providertest.ChildMain(func(context.Context) (providertest.Env, func(), error) {
+		p, err := namespace.New(namespace.Options{CgroupName: os.Getenv("RUNFLEET_TEST_CGROUP"),
+			StateDir: os.Getenv("RUNFLEET_TEST_STATE"), UIDBase: testUIDBase, UIDLockDir: os.Getenv("RUNFLEET_TEST_UID_LOCKS")})
+		if err != nil {
+			return providertest.Env{}, nil, err
+		}
+		return providertest.Env{Provider: p, Profiles: profile.Builtin(os.Getenv("RUNFLEET_TEST_ROOTFS"), "")}, func() { _ = p.Close() }, nil
+	})
 	goleak.VerifyTestMain(m)
 }
 
-func TestConformance(t *testing.T) {
+func newProvider(t testing.TB, cgroup string) *namespace.Provider {
+	t.Helper()
 	testenv.NeedRoot(t)
-	secret := "runfleet-secret-" + t.Name()
-	t.Setenv("RUNFLEET_TEST_SECRET", secret)
-	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", StateDir: t.TempDir()})
+	p, err := namespace.New(namespace.Options{CgroupName: cgroup, StateDir: t.TempDir(), UIDBase: testUIDBase,
+		UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids")})
 	if err != nil {
 		testenv.Missing(t, "namespace provider: %v", err)
 	}
@@ -29,30 +45,187 @@ func TestConformance(t *testing.T) {
 			t.Errorf("Close() error = %v", err)
 		}
 	})
+	return p
+}
+
+// sandboxCgroups returns the cgroup directories of a sandbox under the parent cgroup name, on
+// either hierarchy: v1 (a directory per controller) and v2 (one, under the worker's own cgroup).
+func sandboxCgroups(name, id string) []string {
+	out, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", name, "*", id))
+	if own, err := os.ReadFile("/proc/self/cgroup"); err == nil {
+		for _, line := range strings.Split(string(own), "\n") {
+			if p, ok := strings.CutPrefix(line, "0::"); ok {
+				base := filepath.Join("/sys/fs/cgroup", strings.TrimSuffix(p, "/runfleet-worker"))
+				m, _ := filepath.Glob(filepath.Join(base, name, "*", id))
+				out = append(out, m...)
+			}
+		}
+	}
+	return out
+}
+
+func TestConformance(t *testing.T) {
+	secret := "runfleet-secret-" + t.Name()
+	t.Setenv("RUNFLEET_TEST_SECRET", secret)
+	p := newProvider(t, "runfleet-test")
 	providertest.Run(t, providertest.Env{
 		Provider:      p,
 		Profiles:      profile.Builtin(testenv.RootFS(t), ""),
 		Secret:        secret,
 		MeasuresUsage: true,
 		Leftovers: func(t *testing.T, id string) string {
-			for _, ctrl := range []string{"memory", "pids", "cpu"} {
-				if m, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", ctrl, "runfleet-test", "*", id)); len(m) > 0 {
-					return "cgroup " + m[0]
-				}
-			}
-			return ""
+			return strings.Join(sandboxCgroups("runfleet-test", id), " ")
 		},
 	})
 }
 
+// TestKilledWorker: a sandbox never outlives its SIGKILLed worker by more than 2 s (G5), although
+// its program runs under another uid, which clears a parent-death signal.
+func TestKilledWorker(t *testing.T) {
+	testenv.NeedRoot(t)
+	cg := "runfleet-test-g5"
+	providertest.RunKilledWorker(t, func(t *testing.T, id string) string {
+		var procs []string
+		for _, dir := range sandboxCgroups(cg, id) {
+			b, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			procs = append(procs, strings.Fields(string(b))...)
+		}
+		if len(procs) == 0 {
+			return ""
+		}
+		return "processes " + strings.Join(procs, " ")
+	}, "RUNFLEET_TEST_CGROUP="+cg, "RUNFLEET_TEST_STATE="+t.TempDir(), "RUNFLEET_TEST_UID_LOCKS="+t.TempDir())
+	// The next worker removes what the dead one left in the cgroup tree.
+	p := newProvider(t, cg)
+	if p.Reaped == 0 {
+		t.Errorf("Reaped = 0, want the dead worker's cgroups removed")
+	}
+}
+
+// TestUIDsUniqueAcrossWorkers: two worker processes on one host, each running jobs in parallel,
+// never run two programs under one uid at the same time.
+func TestUIDsUniqueAcrossWorkers(t *testing.T) {
+	testenv.NeedRoot(t)
+	locks := t.TempDir()
+	got := providertest.RunUIDWorkers(t, "RUNFLEET_TEST_CGROUP=runfleet-test-uids", "RUNFLEET_TEST_STATE="+t.TempDir(), "RUNFLEET_TEST_UID_LOCKS="+locks)
+	rounds := map[int]map[int]bool{} // round → uids
+	for i, a := range got {
+		if rounds[a.Round] == nil {
+			rounds[a.Round] = map[int]bool{}
+		}
+		rounds[a.Round][a.UID] = true
+		for _, b := range got[i+1:] {
+			if a.UID == b.UID && a.Start < b.End && b.Start < a.End {
+				t.Errorf("uid %d ran in workers %d and %d at once: [%d, %d] and [%d, %d]", a.UID, a.Worker, b.Worker, a.Start, a.End, b.Start, b.End)
+			}
+		}
+	}
+	// The sandboxes of a round all existed at once, so each held its own uid.
+	for r, uids := range rounds {
+		if len(uids) != 2*providertest.ChildParallel {
+			t.Errorf("round %d: %d distinct uids for %d sandboxes alive at once", r, len(uids), 2*providertest.ChildParallel)
+		}
+	}
+	// Every uid was given back: no lock is held.
+	files, _ := filepath.Glob(filepath.Join(locks, "*"))
+	if len(files) == 0 {
+		t.Fatalf("no uid lock files in %s", locks)
+	}
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			t.Errorf("uid lock %s still held after both workers ended: %v", filepath.Base(name), err)
+		}
+		f.Close()
+	}
+}
+
 // BenchmarkCycle: go test -bench Cycle -benchtime 50x ./internal/providers/namespace/
 func BenchmarkCycle(b *testing.B) {
-	testenv.NeedRoot(b)
-	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", StateDir: b.TempDir()})
-	if err != nil {
-		testenv.Missing(b, "namespace provider: %v", err)
-	}
-	b.Cleanup(func() { _ = p.Close() })
+	p := newProvider(b, "runfleet-test")
 	providertest.BenchCycle(b, providertest.Env{Provider: p, Profiles: profile.Builtin(testenv.RootFS(b), "")},
 		[]string{"/usr/bin/python3", "-I", "-c", "pass"})
+}
+
+// BenchmarkFilter compares the allowlist filter with the denylist it replaced, in one run: a
+// trivial job (the cost at start) and one of 200k system calls (the cost per call).
+// go test -run '^$' -bench Filter -benchtime 40x ./internal/providers/namespace/
+func BenchmarkFilter(b *testing.B) {
+	allow := newProvider(b, "runfleet-test")
+	deny := newProvider(b, "runfleet-test")
+	old, err := namespace.DenylistFilter()
+	if err != nil {
+		b.Fatal(err)
+	}
+	deny.SetFilter(old)
+	profiles := profile.Builtin(testenv.RootFS(b), "")
+	for _, job := range []struct{ name, code string }{
+		{"pass", "pass"},
+		{"getppid-200k", "import os\nfor _ in range(200000): os.getppid()"},
+	} {
+		b.Run(job.name+"/denylist", func(b *testing.B) {
+			providertest.BenchJob(b, providertest.Env{Provider: deny, Profiles: profiles}, job.code)
+		})
+		b.Run(job.name+"/allowlist", func(b *testing.B) {
+			providertest.BenchJob(b, providertest.Env{Provider: allow, Profiles: profiles}, job.code)
+		})
+	}
+}
+
+// TestWorkerBinaryInvisible: with the default root (the host's /usr), a sandbox sees neither the
+// executable of the worker that made it, wherever it lies, nor anything under /usr/local.
+func TestWorkerBinaryInvisible(t *testing.T) {
+	testenv.NeedRoot(t)
+	for _, dir := range []string{"/usr/local/lib", "/usr/lib"} {
+		t.Run(dir, func(t *testing.T) {
+			d, err := os.MkdirTemp(dir, "runfleet-test-")
+			if err != nil {
+				t.Skipf("cannot write under %s: %v", dir, err)
+			}
+			t.Cleanup(func() { os.RemoveAll(d) })
+			providertest.RunExeInvisible(t, filepath.Join(d, "worker"), "RUNFLEET_TEST_ROOTFS=",
+				"RUNFLEET_TEST_CGROUP=runfleet-test", "RUNFLEET_TEST_STATE="+t.TempDir(), "RUNFLEET_TEST_UID_LOCKS="+t.TempDir())
+		})
+	}
+}
+
+// TestFailedDestroyReaped: a Destroy that fails leaves the sandbox to the provider's reaper, which
+// finishes it; the uid is given back once no process of it remains.
+func TestFailedDestroyReaped(t *testing.T) {
+	testenv.NeedRoot(t)
+	state := t.TempDir()
+	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", StateDir: state, UIDBase: testUIDBase,
+		UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids")})
+	if err != nil {
+		testenv.Missing(t, "namespace provider: %v", err)
+	}
+	defer p.Close()
+	sb, err := p.Create(t.Context(), providertest.Spec(profile.Builtin(testenv.RootFS(t), "")["python3"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A file in its mount point makes the removal of the mount point fail.
+	blocker := filepath.Join(state, sb.ID(), "blocker")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := sb.Destroy(t.Context()); err == nil {
+		t.Fatal("Destroy() = nil with its mount point not empty, want an error")
+	}
+	if n, err := p.Reap(t.Context()); n != 0 || err == nil {
+		t.Errorf("Reap() = %d, %v while the blocker stays; want 0 and an error", n, err)
+	}
+	os.Remove(blocker)
+	if n, err := p.Reap(t.Context()); n != 1 || err != nil {
+		t.Errorf("Reap() = %d, %v; want 1 sandbox finished", n, err)
+	}
+	if left := sandboxCgroups("runfleet-test", sb.ID()); len(left) > 0 {
+		t.Errorf("after Reap, left on the host: %v", left)
+	}
+	if _, err := os.Stat(filepath.Join(state, sb.ID())); !os.IsNotExist(err) {
+		t.Errorf("mount point still there after Reap: %v", err)
+	}
 }

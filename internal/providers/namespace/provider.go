@@ -1,15 +1,23 @@
 // Package namespace runs each job in fresh Linux namespaces made directly with the kernel: new
 // mount, pid, net, ipc, uts and cgroup namespaces, a read-only root, private tmpfs /workspace and
-// /tmp, a distinct unprivileged uid per concurrent sandbox, no capabilities, no_new_privs, a
-// seccomp filter, rlimits, and a cgroup (v1 or v2) that caps memory, pids and CPU.
+// /tmp, an unprivileged uid unique on the host while the sandbox lives, no capabilities,
+// no_new_privs, the seccomp policy of package sandbox, rlimits, and a cgroup (v1 or v2) that caps
+// memory, pids and CPU.
 //
-// A sandbox's first process is this program re-executed (see [Init]); it builds the root, drops
-// every privilege and execs the profile's interpreter, which becomes pid 1 of the sandbox, so that
-// when it ends the kernel kills every process it left behind.
+// A sandbox's first process is this program re-executed as a supervisor (see [Init]): pid 1 of
+// the sandbox's pid namespace, it builds the root and starts the profile's interpreter under the
+// sandbox uid. It never changes its own credentials, and it exits when the program ends or the
+// worker is gone (its lifeline pipe reaches EOF); then the kernel kills every process of the
+// namespace. So a sandbox outlives its worker by no more than the time the kernel takes to close
+// a dead process's files.
+//
+// Uids are taken under a lock per uid (flock on a file in UIDLockDir), so worker processes on one
+// host never share one; the supervisor holds the lock too, so a uid is free again only when no
+// process of its sandbox remains. A Destroy that fails is retried by [Provider.Reap].
 package namespace
 
 import (
-	"bytes"
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -19,6 +27,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -36,17 +46,21 @@ type Options struct {
 	CgroupName  string // parent cgroup of the sandboxes; default "runfleet"
 	StateDir    string // mount points; default $TMPDIR/runfleet-namespace
 	UIDBase     int    // first sandbox uid; default 200000
-	UIDs        int    // distinct uids, so the most sandboxes at once; default 1024
+	UIDs        int    // distinct uids, so the most sandboxes at once on the host; default 1024
+	UIDLockDir  string // one lock file per uid, shared by every worker of the host; default /run/runfleet/uids
 	DispatchLog sandbox.DispatchLog
 }
 
 // Provider makes namespace sandboxes.
 type Provider struct {
-	o  Options
-	cg cgroups
+	o      Options
+	cg     cgroups
+	filter []byte   // the seccomp program, encoded
+	hide   []string // host paths masked in the default root
 
-	mu   sync.Mutex
-	uids map[int]bool // in use
+	mu     sync.Mutex
+	locks  map[int]*os.File // uid → its lock, held
+	failed map[*nsSandbox]bool
 
 	// Reaped is how many parent cgroups of dead workers New removed.
 	Reaped int
@@ -62,8 +76,13 @@ func New(o Options) (*Provider, error) {
 	o.StateDir = cmp.Or(o.StateDir, filepath.Join(os.TempDir(), "runfleet-namespace"))
 	o.UIDBase = cmp.Or(o.UIDBase, 200000)
 	o.UIDs = cmp.Or(o.UIDs, 1024)
+	o.UIDLockDir = cmp.Or(o.UIDLockDir, "/run/runfleet/uids")
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("namespace provider needs root (to make cgroups and switch to sandbox uids): %w", sandbox.ErrUnsupported)
+	}
+	filter, err := filterProgram()
+	if err != nil {
+		return nil, err
 	}
 	top, err := detectCgroups(o.CgroupRoot, o.CgroupName)
 	if err != nil {
@@ -84,22 +103,53 @@ func New(o Options) (*Provider, error) {
 	if err := probe.remove(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("state dir: %w", err)
+	for _, d := range []string{o.StateDir, o.UIDLockDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state dir: %w", err)
+		}
 	}
-	return &Provider{o: o, cg: cg, uids: map[int]bool{}, Reaped: reaped}, nil
+	hide := []string{"/usr/local"}
+	if exe, err := os.Executable(); err == nil {
+		if exe, err = filepath.EvalSymlinks(exe); err == nil {
+			hide = append(hide, exe)
+		}
+	}
+	return &Provider{o: o, cg: cg, filter: filter, hide: hide, locks: map[int]*os.File{},
+		failed: map[*nsSandbox]bool{}, Reaped: reaped}, nil
 }
 
 // instances numbers the providers of this process, so each has its own parent cgroup.
 var instances atomic.Int64
 
-// Close removes this provider's parent cgroups. Sandboxes must be destroyed first.
+// Close retries the destroys that failed, then removes this provider's parent cgroups.
 func (p *Provider) Close() error {
-	var errs []error
+	_, err := p.Reap(context.Background())
+	errs := []error{err}
 	for _, d := range p.cg.dirs() {
 		errs = append(errs, removeTree(d))
 	}
 	return errors.Join(errs...)
+}
+
+// Reap retries every Destroy that failed, and returns how many sandboxes it finished removing.
+// The worker calls it periodically.
+func (p *Provider) Reap(ctx context.Context) (int, error) {
+	p.mu.Lock()
+	failed := make([]*nsSandbox, 0, len(p.failed))
+	for s := range p.failed {
+		failed = append(failed, s)
+	}
+	p.mu.Unlock()
+	n := 0
+	var errs []error
+	for _, s := range failed {
+		if err := s.Destroy(ctx); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 // Name is "namespace".
@@ -108,23 +158,40 @@ func (p *Provider) Name() string { return "namespace" }
 // CgroupVersion says which cgroup hierarchy enforces the limits.
 func (p *Provider) CgroupVersion() string { return p.cg.version() }
 
-func (p *Provider) takeUID() (int, error) {
+// takeUID locks the first free uid of the range; the lock is an open file description, so it
+// excludes other worker processes and other sandboxes of this one alike.
+func (p *Provider) takeUID() (int, *os.File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for i := range p.o.UIDs {
 		uid := p.o.UIDBase + i
-		if !p.uids[uid] {
-			p.uids[uid] = true
-			return uid, nil
+		if p.locks[uid] != nil {
+			continue
 		}
+		f, err := os.OpenFile(filepath.Join(p.o.UIDLockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return 0, nil, fmt.Errorf("uid lock: %w", err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				continue
+			}
+			return 0, nil, fmt.Errorf("uid lock %d: %w", uid, err)
+		}
+		p.locks[uid] = f
+		return uid, f, nil
 	}
-	return 0, fmt.Errorf("all %d sandbox uids in use", p.o.UIDs)
+	return 0, nil, fmt.Errorf("all %d sandbox uids from %d in use on this host", p.o.UIDs, p.o.UIDBase)
 }
 
 func (p *Provider) releaseUID(uid int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.uids, uid)
+	if f := p.locks[uid]; f != nil {
+		f.Close()
+	}
+	delete(p.locks, uid)
 }
 
 const cloneFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
@@ -147,6 +214,7 @@ type nsSandbox struct {
 	id   string
 	spec sandbox.Spec
 
+	mu         sync.Mutex // Destroy against the reaper's retry
 	uid        int
 	cg         cgroup
 	mountPoint string
@@ -154,6 +222,9 @@ type nsSandbox struct {
 	stdin      *os.File
 	stdout     *os.File
 	stderr     *os.File
+	status     *bufio.Reader // the supervisor's reports
+	statusFile *os.File
+	lifeline   *os.File      // write end; closing it ends the sandbox
 	exited     chan struct{} // closed when cmd was reaped, if it was started
 	started    bool
 	destroyed  bool
@@ -162,18 +233,20 @@ type nsSandbox struct {
 func (s *nsSandbox) ID() string { return s.id }
 
 func (s *nsSandbox) start(ctx context.Context) error {
-	var err error
-	if s.uid, err = s.p.takeUID(); err != nil {
+	uid, lock, err := s.p.takeUID()
+	if err != nil {
 		return err
 	}
-	if s.cg, err = s.p.cg.create(s.id, limits{memory: s.spec.MemoryBytes, pids: s.spec.Pids, cpus: s.spec.CPUs}); err != nil {
+	s.uid = uid
+	if s.cg, err = s.p.cg.create(s.id, limits{memory: s.spec.MemoryBytes + sandbox.SupervisorMemory,
+		pids: s.spec.Pids + sandbox.SupervisorTasks, cpus: s.spec.CPUs}); err != nil {
 		return err
 	}
 	s.mountPoint = filepath.Join(s.p.o.StateDir, s.id)
 	if err := os.Mkdir(s.mountPoint, 0o700); err != nil {
 		return err
 	}
-	var pipes [5][2]*os.File // stdin, stdout, stderr, config, status: {read, write}
+	var pipes [6][2]*os.File // stdin, stdout, stderr, config, status, lifeline: {read, write}
 	for i := range pipes {
 		r, w, err := os.Pipe()
 		if err != nil {
@@ -181,33 +254,34 @@ func (s *nsSandbox) start(ctx context.Context) error {
 		}
 		pipes[i] = [2]*os.File{r, w}
 	}
-	child := []*os.File{pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][0], pipes[4][1]}
+	child := []*os.File{pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][0], pipes[4][1], pipes[5][0]}
 	defer func() {
 		for _, f := range child {
 			f.Close()
 		}
 	}()
 	s.stdin, s.stdout, s.stderr = pipes[0][1], pipes[1][0], pipes[2][0]
-	cfgW, statusR := pipes[3][1], pipes[4][0]
+	s.statusFile, s.lifeline = pipes[4][0], pipes[5][1]
+	s.status = bufio.NewReader(s.statusFile)
+	cfgW := pipes[3][1]
 	defer cfgW.Close()
-	defer statusR.Close()
 
 	s.cmd = &exec.Cmd{
-		Path:       "/proc/self/exe",
-		Args:       []string{initArg},
-		Env:        []string{},
+		Path: "/proc/self/exe",
+		Args: []string{initArg},
+		// GORACE: a race-enabled build (tests) would otherwise sleep a second in every exit.
+		Env:        []string{"GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"},
 		Dir:        "/",
 		Stdin:      pipes[0][0],
 		Stdout:     pipes[1][1],
 		Stderr:     pipes[2][1],
-		ExtraFiles: []*os.File{pipes[3][0], pipes[4][1]},
-		SysProcAttr: &syscall.SysProcAttr{
-			Cloneflags: cloneFlags,
-			Pdeathsig:  syscall.SIGKILL, // a crashed worker leaves no sandbox running
-		},
+		ExtraFiles: []*os.File{pipes[3][0], pipes[4][1], pipes[5][0], lock},
+		// No Pdeathsig: it fires when the worker's thread that forked exits, not the worker; the
+		// lifeline pipe ends the sandbox when the worker is gone.
+		SysProcAttr: &syscall.SysProcAttr{Cloneflags: cloneFlags},
 	}
 	if err := s.cmd.Start(); err != nil {
-		return fmt.Errorf("start init: %w", err)
+		return fmt.Errorf("start supervisor: %w", err)
 	}
 	s.started = true
 	go func() {
@@ -218,37 +292,40 @@ func (s *nsSandbox) start(ctx context.Context) error {
 		f.Close()
 	}
 	child = nil
-	// The init blocks on its config until it is in the cgroup, so nothing it starts escapes the limits.
+	// The supervisor blocks on its config until it is in the cgroup, so nothing escapes the limits.
 	if err := s.cg.add(s.cmd.Process.Pid); err != nil {
 		return err
 	}
 	cfg := initConfig{
 		MountPoint:     s.mountPoint,
 		Root:           s.spec.Profile.Root,
+		Hide:           s.p.hide,
 		UID:            s.uid,
 		Argv:           s.spec.Profile.Interpreter,
 		Env:            sandbox.BaseEnv(),
 		WorkspaceBytes: cmp.Or(s.spec.WorkspaceBytes, 64<<20),
 		TmpBytes:       cmp.Or(s.spec.TmpBytes, 64<<20),
+		Filter:         s.p.filter,
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
-		return fmt.Errorf("send init config: %w", err)
+		return fmt.Errorf("send supervisor config: %w", err)
 	}
 	cfgW.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	_ = statusR.SetReadDeadline(deadline)
-	// The status pipe closes on exec (success) or carries the init's error.
-	msg, err := io.ReadAll(statusR)
-	if err != nil {
-		return fmt.Errorf("wait for init: %w", err)
+	_ = s.statusFile.SetReadDeadline(deadline)
+	defer s.statusFile.SetReadDeadline(time.Time{})
+	// The status pipe carries "ok" once the program runs, or the supervisor's error.
+	line, err := s.status.ReadString('\n')
+	if line == "ok\n" {
+		return nil
 	}
-	if len(msg) > 0 {
-		return fmt.Errorf("init: %s", bytes.TrimSpace(msg))
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("wait for supervisor: %w", err)
 	}
-	return nil
+	return fmt.Errorf("supervisor: %s", strings.TrimSpace(line))
 }
 
 func (s *nsSandbox) kill() {
@@ -293,7 +370,13 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 	wg.Wait()
 	exit.Usage.Wall = time.Since(start)
 
+	// The supervisor reports the program's status; a supervisor killed by the guard reports none.
 	ws, _ := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if line, err := s.status.ReadString('\n'); err == nil {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(line), "exit "), 10, 32); err == nil {
+			ws = syscall.WaitStatus(n)
+		}
+	}
 	if ws.Signaled() {
 		exit.Signal = unix.SignalName(ws.Signal())
 		exit.Code = 128 + int(ws.Signal())
@@ -301,44 +384,64 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 		exit.Code = ws.ExitStatus()
 	}
 	st := s.cg.stats()
-	exit.OOM, exit.Usage.CPU, exit.Usage.MaxRSS = st.oom, st.cpu, st.maxRSS
+	exit.OOM, exit.Usage.CPU, exit.Usage.MaxRSS = st.OOM, st.CPU, st.Peak
 	guard.Mark(&exit)
 	return exit, nil
 }
 
-// Destroy kills every process of the sandbox and removes its cgroup and mount point.
+// Destroy kills every process of the sandbox and removes its cgroup and mount point. When it
+// fails, the provider keeps the sandbox and [Provider.Reap] tries again.
 func (s *nsSandbox) Destroy(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.destroyed {
 		return nil
 	}
-	var errs []error
+	if err := s.destroy(ctx); err != nil {
+		s.p.mu.Lock()
+		s.p.failed[s] = true
+		s.p.mu.Unlock()
+		return fmt.Errorf("destroy %s: %w", s.id, err)
+	}
+	s.destroyed = true
+	s.p.mu.Lock()
+	delete(s.p.failed, s)
+	s.p.mu.Unlock()
+	return nil
+}
+
+func (s *nsSandbox) destroy(ctx context.Context) error {
 	if s.started {
 		s.kill()
 		select {
 		case <-s.exited:
 		case <-ctx.Done():
-			return fmt.Errorf("destroy %s: %w", s.id, ctx.Err())
+			return ctx.Err()
 		}
 	}
-	for _, f := range []*os.File{s.stdin, s.stdout, s.stderr} {
+	for _, f := range []*os.File{s.stdin, s.stdout, s.stderr, s.statusFile, s.lifeline} {
 		if f != nil {
 			f.Close()
 		}
 	}
+	var errs []error
 	if s.cg != nil {
-		errs = append(errs, s.cg.kill(), s.cg.remove())
+		if err := s.cg.kill(); err != nil {
+			return err // a process of the uid may live: the uid stays taken
+		}
+	}
+	// No process of the sandbox is left: its uid may serve another.
+	if s.uid != 0 {
+		s.p.releaseUID(s.uid)
+		s.uid = 0
+	}
+	if s.cg != nil {
+		errs = append(errs, s.cg.remove())
 	}
 	if s.mountPoint != "" {
 		if err := os.Remove(s.mountPoint); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("destroy %s: %w", s.id, err)
-	}
-	if s.uid != 0 {
-		s.p.releaseUID(s.uid)
-	}
-	s.destroyed = true
-	return nil
+	return errors.Join(errs...)
 }

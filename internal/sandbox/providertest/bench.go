@@ -20,20 +20,23 @@ func BenchCycle(b *testing.B, e Env, baseline []string) {
 			}
 		}
 	})
-	b.Run("sandbox", func(b *testing.B) {
-		payload, _ := profile.Payload(job.Request{Code: "pass"})
-		for b.Loop() {
-			sb, err := e.Provider.Create(b.Context(), Spec(e.Profiles["python3"]))
-			if err != nil {
-				b.Fatal(err)
-			}
-			exit, err := sb.Run(b.Context(), bytes.NewReader(payload), &bytes.Buffer{}, &bytes.Buffer{})
-			if err != nil || exit.Code != 0 {
-				b.Fatalf("Run() = %+v, %v", exit, err)
-			}
-			if err := sb.Destroy(context.Background()); err != nil {
-				b.Fatal(err)
-			}
+	b.Run("sandbox", func(b *testing.B) { BenchJob(b, e, "pass") })
+}
+
+// BenchJob measures create → run code in python3 → destroy.
+func BenchJob(b *testing.B, e Env, code string) {
+	payload, _ := profile.Payload(job.Request{Code: code})
+	for b.Loop() {
+		sb, err := e.Provider.Create(b.Context(), Spec(e.Profiles["python3"]))
+		if err != nil {
+			b.Fatal(err)
 		}
-	})
+		exit, err := sb.Run(b.Context(), bytes.NewReader(payload), &bytes.Buffer{}, &bytes.Buffer{})
+		if err != nil || exit.Code != 0 {
+			b.Fatalf("Run() = %+v, %v", exit, err)
+		}
+		if err := sb.Destroy(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

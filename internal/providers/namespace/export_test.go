@@ -1,0 +1,37 @@
+package namespace
+
+import (
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/runfleet/runfleet/internal/sandbox"
+)
+
+// SetFilter replaces the seccomp program the provider's sandboxes load, for a benchmark of one
+// filter against another.
+func (p *Provider) SetFilter(prog []bpf.RawInstruction) { p.filter = encodeFilter(prog) }
+
+// DenylistFilter is the filter sandboxes loaded before the allowlist: go-seccomp-bpf's denylist
+// of sandbox.DeniedSyscalls with default allow, kept here as the benchmark's baseline.
+func DenylistFilter() ([]bpf.RawInstruction, error) {
+	eperm := seccomp.ActionErrno | seccomp.Action(unix.EPERM)
+	policy := seccomp.Policy{
+		DefaultAction: seccomp.ActionAllow,
+		Syscalls: []seccomp.SyscallGroup{
+			{Action: eperm, Names: sandbox.DeniedSyscalls},
+			{Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS), Names: []string{"clone3"}},
+			{Action: seccomp.ActionErrno | seccomp.Action(unix.EAFNOSUPPORT), NamesWithCondtions: []seccomp.NameWithConditions{
+				{Name: "socket", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.Equal, Value: unix.AF_VSOCK}}},
+			}},
+			{Action: eperm, NamesWithCondtions: []seccomp.NameWithConditions{
+				{Name: "clone", Conditions: seccomp.ArgumentConditions{{Argument: 0, Operation: seccomp.BitsSet, Value: unix.CLONE_NEWUSER}}},
+			}},
+		},
+	}
+	prog, err := policy.Assemble()
+	if err != nil {
+		return nil, err
+	}
+	return bpf.Assemble(prog)
+}
