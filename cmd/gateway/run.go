@@ -52,7 +52,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.StringVar(&c.natsURL, "nats-url", nats.DefaultURL, "NATS server(s), comma separated")
 	fs.StringVar(&c.prefix, "prefix", job.DefaultPrefix, "subject and stream prefix of the fleet")
 	fs.StringVar(&c.queue, "queue", job.DefaultQueue, "queue jobs go to (POST /v1/jobs?queue= overrides it)")
-	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the streams, when this gateway creates them")
+	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
 	fs.StringVar(&c.apiKey, "api-key", "", "the key clients send (required)")
 	fs.DurationVar(&c.maxWait, "max-wait", gateway.DefaultMaxWait, "longest a waiting request (?wait=true, /v1/sandbox/run, events) is held")
 	fs.DurationVar(&c.timeout, "timeout", gateway.DefaultRunTimeout, "timeout_ms of /v1/sandbox/run jobs (dify-sandbox's WORKER_TIMEOUT)")

@@ -53,6 +53,7 @@ func TestRefusesToStart(t *testing.T) {
 		{"bad prefix", []string{"--nats-url", n.URL, "--api-key", "k", "--prefix", "A.B"}, nil, "prefix"},
 		{"bad queue", []string{"--nats-url", n.URL, "--queue", "A.B"}, map[string]string{"RUNFLEET_API_KEY": "k"}, "queue"},
 		{"listen address invalid", []string{"--nats-url", n.URL, "--api-key", "k", "--listen", "256.0.0.1:1"}, nil, "--listen"},
+		{"replicas a single server cannot keep", []string{"--nats-url", n.URL, "--api-key", "k", "--prefix", "gwrepl", "--stream-replicas", "3"}, nil, "GWREPL_JOBS"},
 		{"dependencies missing", []string{"--api-key", "k", "--dependencies", "/nonexistent"}, nil, "--dependencies"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
