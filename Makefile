@@ -10,11 +10,12 @@ export RUNFLEET_TEST_IMAGE  ?= $(IMAGE)
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## write bin/worker and bin/submit
+build: ## write bin/worker, bin/submit and bin/gateway
 	$(GO) build -o bin/worker ./cmd/worker
 	$(GO) build -o bin/submit ./cmd/submit
+	$(GO) build -o bin/gateway ./cmd/gateway
 
-demo: deps-demo build ## run real python3 and nodejs jobs on `worker --dev` (no outside service)
+demo: deps-demo build ## run real python3 and nodejs jobs on `worker --dev` (no outside service), then one through `gateway` with curl
 	scripts/demo
 
 deps-demo: ## install what the demo needs when missing (redis-server, python3, nodejs)

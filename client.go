@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -102,11 +103,30 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 
 // Page is one stored piece of a job's output.
 type Page struct {
-	Stream  string // job.Stdout or job.Stderr
-	Index   int64  // over the whole job
-	Offset  int64  // within Stream
-	Attempt int64
-	Data    []byte
+	Stream   string // job.Stdout or job.Stderr
+	Index    int64  // over the whole job
+	Offset   int64  // within Stream
+	Attempt  int64
+	Data     []byte
+	Sequence uint64 // in the results stream: where [Client.WatchFrom] resumes
+}
+
+// watchInactive is how long the server keeps the consumer of a watch that ended and was not
+// deleted.
+const watchInactive = 5 * time.Second
+
+// dropConsumer deletes a finished watch's consumer at once. A stream holds at most 1,000
+// consumers by default (nats-server's default_max_consumers), so every watch of the fleet —
+// submit's, the gateway's waiting requests — counts against that; a consumer left to expire
+// would keep its place for watchInactive after the watch.
+func (c *Client) dropConsumer(ctx context.Context, cons jetstream.Consumer) {
+	info := cons.CachedInfo()
+	if info == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = c.js.DeleteConsumer(ctx, c.subjects.ResultsStream(), info.Name) // best effort: the threshold is the backstop
 }
 
 // ErrNoSettlement is returned by [Client.Watch] when ctx ends before the job settled.
@@ -115,17 +135,31 @@ var ErrNoSettlement = errors.New("job not settled")
 // Watch replays job id's pages from the start, calls onPage for each as it is stored, and returns
 // the settlement. It follows a running job live, and returns at once for a settled one.
 func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) (job.Settlement, error) {
+	return c.WatchFrom(ctx, id, 0, onPage)
+}
+
+// WatchFrom is [Client.Watch] that skips what the results stream stored up to sequence after, so
+// that a watcher which saw the page of [Page.Sequence] after resumes with the next one.
+func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage func(Page) error) (job.Settlement, error) {
 	var st job.Settlement
 	if !job.ValidID(id) {
 		return st, fmt.Errorf("job id %q: not a valid id", id)
 	}
-	cons, err := c.js.OrderedConsumer(ctx, c.subjects.ResultsStream(), jetstream.OrderedConsumerConfig{
+	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{c.subjects.Results(id)},
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
+		// The server's backstop for a consumer that dropConsumer could not delete (nats.go's
+		// default is 5 min). A live watch always has a pull pending.
+		InactiveThreshold: watchInactive,
+	}
+	if after > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
+	}
+	cons, err := c.js.OrderedConsumer(ctx, c.subjects.ResultsStream(), cfg)
 	if err != nil {
 		return st, fmt.Errorf("watch %s: %w", id, err)
 	}
+	defer c.dropConsumer(ctx, cons)
 	it, err := cons.Messages()
 	if err != nil {
 		return st, fmt.Errorf("watch %s: %w", id, err)
@@ -152,6 +186,9 @@ func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) 
 		}
 		h := m.Headers()
 		p := Page{Stream: h.Get(job.HeaderStream), Data: m.Data()}
+		if meta, err := m.Metadata(); err == nil {
+			p.Sequence = meta.Sequence.Stream
+		}
 		p.Index, _ = strconv.ParseInt(h.Get(job.HeaderPage), 10, 64)
 		p.Offset, _ = strconv.ParseInt(h.Get(job.HeaderOffset), 10, 64)
 		p.Attempt, _ = strconv.ParseInt(h.Get(job.HeaderAttempt), 10, 64)
@@ -159,4 +196,25 @@ func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) 
 			return st, err
 		}
 	}
+}
+
+// Settlement returns job id's settlement as stored, without waiting: the raw JSON, so that fields
+// this version of [job.Settlement] does not know yet reach the caller. It returns
+// [ErrNoSettlement] while none is stored.
+func (c *Client) Settlement(ctx context.Context, id string) (json.RawMessage, error) {
+	if !job.ValidID(id) {
+		return nil, fmt.Errorf("job id %q: not a valid id", id)
+	}
+	s, err := c.js.Stream(ctx, c.subjects.ResultsStream())
+	if err != nil {
+		return nil, fmt.Errorf("settlement of %s: %w", id, err)
+	}
+	m, err := s.GetLastMsgForSubject(ctx, c.subjects.Settled(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, fmt.Errorf("settlement of %s: %w", id, ErrNoSettlement)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("settlement of %s: %w", id, err)
+	}
+	return m.Data, nil
 }

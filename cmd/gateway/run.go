@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/cli"
+	"github.com/runfleet/runfleet/internal/gateway"
+	"github.com/runfleet/runfleet/job"
+)
+
+// version is set by the build.
+var version = "dev"
+
+const usage = `usage: gateway [flags]
+
+Serves runfleet's HTTP API for services that do not speak NATS: POST /v1/jobs, GET /v1/jobs/{id},
+GET /v1/jobs/{id}/events (server-sent events), DELETE /v1/jobs/{id}, and dify-sandbox's
+POST /v1/sandbox/run, GET /v1/sandbox/dependencies and GET /health, so that Dify's
+CODE_EXECUTION_ENDPOINT can point at it. Every route but /health, /healthz and /readyz needs the
+API key, sent as X-Api-Key or Authorization: Bearer.
+
+Every flag also reads RUNFLEET_<NAME> from the environment (--api-key ↔ RUNFLEET_API_KEY).
+
+Flags:
+`
+
+type config struct {
+	listen, natsURL, prefix, queue, apiKey, dependencies string
+	streamReplicas                                       int
+	maxWait, timeout, grace                              time.Duration
+}
+
+func flags(stderr io.Writer) (*flag.FlagSet, *config) {
+	c := &config{}
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8194", "HTTP address (8194 is dify-sandbox's port)")
+	fs.StringVar(&c.natsURL, "nats-url", nats.DefaultURL, "NATS server(s), comma separated")
+	fs.StringVar(&c.prefix, "prefix", job.DefaultPrefix, "subject and stream prefix of the fleet")
+	fs.StringVar(&c.queue, "queue", job.DefaultQueue, "queue jobs go to (POST /v1/jobs?queue= overrides it)")
+	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
+	fs.StringVar(&c.apiKey, "api-key", "", "the key clients send (required)")
+	fs.DurationVar(&c.maxWait, "max-wait", gateway.DefaultMaxWait, "longest a waiting request (?wait=true, /v1/sandbox/run, events) is held")
+	fs.DurationVar(&c.timeout, "timeout", gateway.DefaultRunTimeout, "timeout_ms of /v1/sandbox/run jobs (dify-sandbox's WORKER_TIMEOUT)")
+	fs.DurationVar(&c.grace, "grace", 30*time.Second, "on SIGTERM, how long in-flight requests may finish")
+	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them (default: none, the standard library only)")
+	return fs, c
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs, c := flags(stderr)
+	if err := cli.Parse(fs, args, getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if c.apiKey == "" {
+		return gateway.ErrNoKey
+	}
+	deps := map[string][]gateway.Dependency{}
+	if c.dependencies != "" {
+		f, err := os.Open(c.dependencies)
+		if err != nil {
+			return fmt.Errorf("--dependencies: %w", err)
+		}
+		deps["python3"], err = gateway.ParseDependencies(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--dependencies %s: %w", c.dependencies, err)
+		}
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	nc, err := nats.Connect(c.natsURL, nats.Name("runfleet-gateway"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrl()) }))
+	if err != nil {
+		return fmt.Errorf("nats %s unreachable: %w", c.natsURL, err)
+	}
+	defer nc.Close()
+	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelStart()
+	g, err := gateway.New(startCtx, nc, gateway.Options{APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
+		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, RunTimeout: c.timeout,
+		Dependencies: deps, Logger: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", c.listen, err)
+	}
+	// Requests live on their own context, which shutdown ends only after the grace period.
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
+	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return reqCtx }}
+	var wg sync.WaitGroup
+	serveErr := make(chan error, 1)
+	wg.Go(func() { serveErr <- srv.Serve(ln) })
+	log.Info("gateway started", "version", version, "listen", ln.Addr().String(), "nats_url", c.natsURL,
+		"prefix", c.prefix, "queue", c.queue, "max_wait", c.maxWait.String())
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		wg.Wait()
+		return fmt.Errorf("serve: %w", err)
+	}
+	g.Drain()
+	log.Info("signal: finishing in-flight requests", "grace", c.grace.String(), "waiting", g.Metrics().Waiting())
+	shutCtx, cancelShut := context.WithTimeout(context.Background(), c.grace)
+	err = srv.Shutdown(shutCtx)
+	cancelShut()
+	if err != nil {
+		// Waiting requests answer with their job's id and end; the jobs go on.
+		log.Warn("grace period over: releasing waiting requests", "waiting", g.Metrics().Waiting())
+		endRequests()
+		lastCtx, cancelLast := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := srv.Shutdown(lastCtx); err != nil {
+			srv.Close()
+		}
+		cancelLast()
+	}
+	wg.Wait()
+	log.Info("gateway stopped")
+	return nil
+}

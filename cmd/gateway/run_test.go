@@ -1,0 +1,172 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/runfleet/runfleet/internal/testenv"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+
+func TestRefusesToStart(t *testing.T) {
+	n := testenv.StartNATS(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"no key", []string{"--nats-url", n.URL}, nil, "API key is required"},
+		{"empty key in env", []string{"--nats-url", n.URL}, map[string]string{"RUNFLEET_API_KEY": ""}, "API key is required"},
+		{"NATS unreachable", []string{"--nats-url", "nats://127.0.0.1:1", "--api-key", "k"}, nil, "unreachable"},
+		{"bad prefix", []string{"--nats-url", n.URL, "--api-key", "k", "--prefix", "A.B"}, nil, "prefix"},
+		{"bad queue", []string{"--nats-url", n.URL, "--queue", "A.B"}, map[string]string{"RUNFLEET_API_KEY": "k"}, "queue"},
+		{"listen address invalid", []string{"--nats-url", n.URL, "--api-key", "k", "--listen", "256.0.0.1:1"}, nil, "--listen"},
+		{"replicas a single server cannot keep", []string{"--nats-url", n.URL, "--api-key", "k", "--prefix", "gwrepl", "--stream-replicas", "3"}, nil, "GWREPL_JOBS"},
+		{"dependencies missing", []string{"--api-key", "k", "--dependencies", "/nonexistent"}, nil, "--dependencies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr lockedBuffer
+			err := run(t.Context(), tc.args, env(tc.env), &stderr)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("run(%q) = %v, want an error with %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// started waits for the "gateway started" line and returns the address it listens on.
+func started(t *testing.T, stderr *lockedBuffer, done <-chan error) string {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			t.Fatalf("run returned %v before it started:\n%s", err, stderr.String())
+		default:
+		}
+		sc := bufio.NewScanner(strings.NewReader(stderr.String()))
+		for sc.Scan() {
+			var line struct{ Msg, Listen string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "gateway started" {
+				return line.Listen
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("no \"gateway started\" line in 30s:\n%s", stderr.String())
+	return ""
+}
+
+// TestServesAndShutsDown: flags from the environment, then on the end of ctx (SIGTERM in main) a
+// request waiting past the grace period is answered with its job id and run returns nil.
+func TestServesAndShutsDown(t *testing.T) {
+	n := testenv.StartNATS(t)
+	deps := t.TempDir() + "/deps.txt"
+	if err := os.WriteFile(deps, []byte("requests==2.28.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	var stderr lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--grace", "500ms", "--dependencies", deps}, env(map[string]string{
+			"RUNFLEET_NATS_URL": n.URL, "RUNFLEET_API_KEY": "sekret", "RUNFLEET_PREFIX": "gwcmd", "RUNFLEET_QUEUE": "idle"}), &stderr)
+	}()
+	base := "http://" + started(t, &stderr, done)
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	get := func(path string) (int, string) {
+		req, _ := http.NewRequest("GET", base+path, nil)
+		req.Header.Set("Authorization", "Bearer sekret")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, b := get("/v1/sandbox/dependencies?language=python3"); code != http.StatusOK || !strings.Contains(b, `"requests"`) {
+		t.Errorf("dependencies = %d %s, want requests listed", code, b)
+	}
+
+	// Nobody serves queue idle: the request waits until shutdown releases it.
+	type answer struct {
+		code int
+		body string
+		err  error
+	}
+	waited := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", base+"/v1/jobs?wait=true", strings.NewReader(`{"id":"held","language":"python3","code":"print(1)"}`))
+		req.Header.Set("X-Api-Key", "sekret")
+		resp, err := client.Do(req)
+		if err != nil {
+			waited <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		waited <- answer{code: resp.StatusCode, body: string(b)}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, m := get("/metrics")
+		if strings.Contains(m, "runfleet_gateway_waiting 1") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the request is not waiting after 30s:\n%s", m)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	a := <-waited
+	if a.err != nil || a.code != http.StatusAccepted || !strings.Contains(a.body, `"job_id":"held"`) {
+		t.Errorf("waiting request at shutdown = %d %q %v, want 202 with its job id", a.code, a.body, a.err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("run = %v, want nil after a clean shutdown", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return 30s after shutdown began")
+	}
+	if !strings.Contains(stderr.String(), `"gateway stopped"`) {
+		t.Errorf("log has no \"gateway stopped\":\n%s", stderr.String())
+	}
+}

@@ -1,0 +1,21 @@
+// Package gateway serves runfleet's HTTP API (PROTOCOL.md "HTTP gateway"): the native routes
+// under /v1/jobs, server-sent events of a job's pages, and dify-sandbox's routes under
+// /v1/sandbox, so that services that do not speak NATS can use a fleet.
+//
+// Invariants:
+//
+//   - Stateless. A gateway publishes and watches exactly as the runfleet client does, over the
+//     fleet's subjects; it keeps no job state, so any number of gateways serve the same fleet and a
+//     request may go to any of them (an event stream resumes anywhere with Last-Event-ID, which is
+//     the results stream's sequence of the last page seen).
+//   - A job is stored once before any answer says so: 202 {"job_id"} follows JetStream's ack.
+//   - A waiting request (?wait=true, /v1/sandbox/run, events) holds nothing but its own watch: a
+//     client that goes away ends the watch and never cancels the job, unless it asked to with
+//     ?cancel_on_disconnect=true. A wait is bounded by Options.MaxWait; past it the job goes on
+//     and the answer is its id.
+//   - Every route but /healthz, /readyz and /health needs the API key, compared in constant time.
+//     /health is dify-sandbox's public probe; the two others are the orchestrator's.
+//   - The gateway validates a native request as the protocol does, with no ranges of its own: a
+//     limit is checked for shape and sign here, and against the fleet's maxima by the worker, which
+//     settles it rejected. enable_network is accepted and never grants a network (G6).
+package gateway

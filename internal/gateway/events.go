@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/runfleet/runfleet"
+)
+
+// keepAlive is how often an event stream without news gets a comment line, so that proxies and
+// load balancers do not close it as idle.
+const keepAlive = 15 * time.Second
+
+// pageEvent is the data of an `event: page`.
+type pageEvent struct {
+	Stream string `json:"stream"`
+	Index  int64  `json:"index"`
+	Offset int64  `json:"offset"`
+	Data   []byte `json:"data"` // base64 in JSON
+}
+
+// events streams job id's pages as server-sent events, then its settlement. The id of a page
+// event is its sequence in the results stream, so that a client that reconnects with
+// Last-Event-ID resumes after it, on any gateway.
+func (g *Gateway) events(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	var after uint64
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		n, err := strconv.ParseUint(last, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID: want the id of an event this route sent")
+			return
+		}
+		after = n
+	}
+	if !g.nc.IsConnected() {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet's NATS is unreachable; retry later")
+		return
+	}
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
+	w.WriteHeader(http.StatusOK)
+
+	// The watch writes events and the keep-alive writes comments: one writer at a time.
+	var mu sync.Mutex
+	send := func(format string, args ...any) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if err := send(": job %s\n\n", id); err != nil {
+		return
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(keepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if send(": keep-alive\n\n") != nil {
+					return
+				}
+			}
+		}
+	})
+	defer wg.Wait()
+	defer close(stop)
+
+	defer g.metrics.watching()()
+	ctx, cancel := context.WithTimeout(r.Context(), g.o.MaxWait)
+	defer cancel()
+	st, err := g.client.WatchFrom(ctx, id, after, func(p runfleet.Page) error {
+		b, err := json.Marshal(pageEvent{Stream: p.Stream, Index: p.Index, Offset: p.Offset, Data: p.Data})
+		if err != nil {
+			return err
+		}
+		return send("id: %d\nevent: page\ndata: %s\n\n", p.Sequence, b)
+	})
+	switch {
+	case errors.Is(err, runfleet.ErrNoSettlement), r.Context().Err() != nil:
+		// The client left, or MaxWait passed: it resumes with Last-Event-ID.
+		return
+	case err != nil:
+		g.log.Warn("events", "job_id", id, "err", err)
+		send("event: error\ndata: %s\n\n", mustJSON(errorBody{Reason: watchFailure(err), Detail: "could not follow the job; reconnect with Last-Event-ID"}))
+		return
+	}
+	send("event: settled\ndata: %s\n\n", mustJSON(st))
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return []byte(`{}`)
+	}
+	return b
+}

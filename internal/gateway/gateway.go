@@ -1,0 +1,186 @@
+package gateway
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/job"
+)
+
+// Defaults of [Options].
+const (
+	DefaultMaxWait    = 5 * time.Minute
+	DefaultRunTimeout = 15 * time.Second // dify-sandbox's WORKER_TIMEOUT
+)
+
+// publishTimeout bounds one publish to JetStream; past it the fleet counts as unreachable.
+const publishTimeout = 10 * time.Second
+
+// Options configure a [Gateway]. Zero fields take the documented defaults.
+type Options struct {
+	APIKey       string                  // required
+	Prefix       string                  // default job.DefaultPrefix
+	Queue        string                  // default job.DefaultQueue
+	Streams      runfleet.StreamOptions  // used only when a stream is missing
+	MaxWait      time.Duration           // longest a request waits for a settlement; default DefaultMaxWait
+	RunTimeout   time.Duration           // timeout_ms of /v1/sandbox/run jobs; default DefaultRunTimeout
+	Dependencies map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
+	Logger       *slog.Logger            // default: discard
+}
+
+// Dependency is a package a profile ships, as dify-sandbox lists it.
+type Dependency struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Gateway serves the HTTP API over one NATS connection. It holds no job state.
+type Gateway struct {
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	client   *runfleet.Client
+	subjects job.Subjects
+	o        Options
+	policy   job.Policy
+	key      [sha256.Size]byte
+	log      *slog.Logger
+	metrics  *Metrics
+	draining atomic.Bool
+}
+
+// ErrNoKey is returned by [New] without an API key: the gateway never serves without one.
+var ErrNoKey = errors.New("an API key is required (--api-key or RUNFLEET_API_KEY)")
+
+// New returns a gateway publishing on nc, and creates the fleet's streams when they are missing.
+func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
+	if o.APIKey == "" {
+		return nil, ErrNoKey
+	}
+	o.Queue = cmp.Or(o.Queue, job.DefaultQueue)
+	if !job.ValidQueue(o.Queue) {
+		return nil, fmt.Errorf("queue %q: not a valid queue name", o.Queue)
+	}
+	o.MaxWait = cmp.Or(o.MaxWait, DefaultMaxWait)
+	o.RunTimeout = cmp.Or(o.RunTimeout, DefaultRunTimeout)
+	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.Prefix, Streams: o.Streams})
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	g := &Gateway{nc: nc, js: js, client: client, subjects: client.Subjects(), o: o,
+		policy: shapePolicy(), key: sha256.Sum256([]byte(o.APIKey)),
+		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), metrics: NewMetrics()}
+	return g, nil
+}
+
+// shapePolicy checks what the protocol fixes — body size, JSON shape, ids, paths, env, signs of
+// limits — and leaves the ranges and the languages to the worker, whose configuration it cannot
+// know: a job over the fleet's maxima settles rejected.
+func shapePolicy() job.Policy {
+	p := job.DefaultPolicy()
+	p.Max = job.Bounds{Timeout: math.MaxInt64, OutputBytes: math.MaxInt64, PageBytes: math.MaxInt64,
+		MaxPages: math.MaxInt64, MemoryBytes: math.MaxInt64, Pids: math.MaxInt64}
+	return p
+}
+
+// Metrics are the gateway's collectors, served at /metrics.
+func (g *Gateway) Metrics() *Metrics { return g.metrics }
+
+// Drain makes /readyz fail, so that a load balancer stops sending requests before shutdown.
+func (g *Gateway) Drain() { g.draining.Store(true) }
+
+// Handler returns the gateway's routes behind authentication and metrics.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/jobs", g.submit)
+	mux.HandleFunc("GET /v1/jobs/{id}", g.settlement)
+	mux.HandleFunc("GET /v1/jobs/{id}/events", g.events)
+	mux.HandleFunc("DELETE /v1/jobs/{id}", g.cancel)
+	mux.HandleFunc("GET /v1/jobs/{id}/artifacts/{path...}", g.artifact)
+	mux.HandleFunc("POST /v1/sandbox/run", g.sandboxRun)
+	mux.HandleFunc("GET /v1/sandbox/dependencies", g.sandboxDependencies)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, "ok") })
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", g.ready)
+	mux.Handle("GET /metrics", g.metrics.Handler())
+	return g.metrics.instrument(g.log, g.authenticate(mux))
+}
+
+// public are the routes that answer without the key: probes that tell nothing about jobs.
+var public = map[string]bool{"/healthz": true, "/readyz": true, "/health": true}
+
+func (g *Gateway) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if public[r.URL.Path] || g.authorized(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer realm="runfleet"`)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "send the API key as X-Api-Key or Authorization: Bearer")
+	})
+}
+
+// authorized compares digests, so that the comparison takes the same time whatever the length
+// and content of the key sent.
+func (g *Gateway) authorized(r *http.Request) bool {
+	key := r.Header.Get("X-Api-Key")
+	if auth := r.Header.Get("Authorization"); key == "" && len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ") {
+		key = auth[7:]
+	}
+	sum := sha256.Sum256([]byte(key))
+	return key != "" && subtle.ConstantTimeCompare(sum[:], g.key[:]) == 1
+}
+
+func (g *Gateway) ready(w http.ResponseWriter, _ *http.Request) {
+	switch {
+	case g.draining.Load():
+		writeError(w, http.StatusServiceUnavailable, "draining", "shutting down")
+	case !g.nc.IsConnected():
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "NATS disconnected")
+	default:
+		io.WriteString(w, "ok\n")
+	}
+}
+
+// errorBody is the body of every native error: a short code and what a person needs to fix it.
+type errorBody struct {
+	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, code int, reason, detail string) {
+	writeJSON(w, code, errorBody{Reason: reason, Detail: detail})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"reason":"internal","detail":"encode response"}`)
+	}
+	writeRaw(w, code, b)
+}
+
+func writeRaw(w http.ResponseWriter, code int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}

@@ -1,0 +1,315 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/job"
+)
+
+// accepted is the answer to a stored job that the caller does not (or no longer) wait for.
+type accepted struct {
+	JobID string `json:"job_id"`
+}
+
+// submit stores a native job request: 202 once stored, or 200 with the settlement with ?wait=true.
+func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	wait, err := boolParam(q.Get("wait"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_query", "wait: "+err.Error())
+		return
+	}
+	cancelOnDisconnect, err := boolParam(q.Get("cancel_on_disconnect"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_query", "cancel_on_disconnect: "+err.Error())
+		return
+	}
+	queue := q.Get("queue")
+	if queue == "" {
+		queue = g.o.Queue
+	}
+	if !job.ValidQueue(queue) {
+		writeError(w, http.StatusBadRequest, "invalid_queue", fmt.Sprintf("queue %q is not a valid queue name", clip(queue)))
+		return
+	}
+	body, err := readBody(w, r, g.policy.MaxBodyBytes)
+	if err != nil {
+		writeReject(w, err)
+		return
+	}
+	id, err := g.decode(body)
+	if err != nil {
+		writeReject(w, err)
+		return
+	}
+	if !g.publish(w, r.Context(), func(ctx context.Context) error {
+		_, err := g.client.SubmitRaw(ctx, queue, id, body)
+		return err
+	}) {
+		return
+	}
+	g.metrics.jobs.WithLabelValues("native").Inc()
+	w.Header().Set("Location", "/v1/jobs/"+id)
+	if !wait {
+		writeJSON(w, http.StatusAccepted, accepted{JobID: id})
+		return
+	}
+	st, err := g.wait(r, id, cancelOnDisconnect, nil)
+	switch {
+	case errors.Is(err, runfleet.ErrNoSettlement):
+		writeJSON(w, http.StatusAccepted, accepted{JobID: id})
+	case err != nil:
+		g.unavailable(w, id, err)
+	default:
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// decode validates body as the protocol does and returns the job's id: the body's own, or a new
+// one when it has none. The error, when not nil, is a *job.RejectError.
+func (g *Gateway) decode(body []byte) (string, error) {
+	var peek struct {
+		ID json.RawMessage `json:"id"`
+	}
+	id := ""
+	if json.Unmarshal(body, &peek) == nil && len(peek.ID) > 0 {
+		if err := json.Unmarshal(peek.ID, &id); err != nil {
+			return "", &job.RejectError{Reason: "invalid_id", Detail: "id: want a string"}
+		}
+	}
+	if id == "" {
+		id = uuid.NewString()
+	}
+	if _, _, err := job.Decode(body, id, g.policy); err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// wait follows job id until it settles, the request ends, or MaxWait passes; onPage, when not nil,
+// sees every page. It returns runfleet.ErrNoSettlement (wrapped) when it stopped before the
+// settlement. A client gone away cancels the job only when it asked to.
+func (g *Gateway) wait(r *http.Request, id string, cancelOnDisconnect bool, onPage func(runfleet.Page) error) (job.Settlement, error) {
+	defer g.metrics.watching()()
+	ctx, cancel := context.WithTimeout(r.Context(), g.o.MaxWait)
+	defer cancel()
+	st, err := g.client.Watch(ctx, id, onPage)
+	if errors.Is(err, runfleet.ErrNoSettlement) && cancelOnDisconnect && r.Context().Err() != nil && !g.draining.Load() {
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(r.Context()), publishTimeout)
+		defer ccancel()
+		if cerr := g.client.Cancel(cctx, id); cerr != nil {
+			g.log.Warn("cancel on disconnect", "job_id", id, "err", cerr)
+		} else {
+			g.log.Info("client disconnected: job cancelled as asked", "job_id", id)
+		}
+	}
+	return st, err
+}
+
+// publish runs pub against JetStream, bounded; when NATS is unreachable it answers 503 and
+// reports false.
+func (g *Gateway) publish(w http.ResponseWriter, ctx context.Context, pub func(context.Context) error) bool {
+	if !g.nc.IsConnected() {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet's NATS is unreachable; retry later")
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	if err := pub(ctx); err != nil {
+		g.log.Warn("publish", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet did not store the request; retry later")
+		return false
+	}
+	return true
+}
+
+func (g *Gateway) unavailable(w http.ResponseWriter, id string, err error) {
+	g.log.Warn("watch", "job_id", id, "err", err)
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, watchFailure(err), "could not follow job "+id+"; it was stored: GET /v1/jobs/"+id+" later")
+}
+
+// errTooManyConsumers is JetStream's answer when a stream holds its maximum of consumers
+// (nats-server's default_max_consumers, 1,000 unless configured): one per live watch.
+const errTooManyConsumers = 10026
+
+// watchFailure names why a watch failed: the consumer limit, or NATS.
+func watchFailure(err error) string {
+	var api *jetstream.APIError
+	if errors.As(err, &api) && api.ErrorCode == errTooManyConsumers {
+		return "too_many_watches"
+	}
+	return "unavailable"
+}
+
+// settlement answers the settlement as stored, or 404 while there is none.
+func (g *Gateway) settlement(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	raw, ok := g.stored(w, r.Context(), id)
+	if ok {
+		writeRaw(w, http.StatusOK, raw)
+	}
+}
+
+// stored reads job id's settlement; it answers 404 or 503 itself and reports false when there is none.
+func (g *Gateway) stored(w http.ResponseWriter, ctx context.Context, id string) (json.RawMessage, bool) {
+	if !g.nc.IsConnected() {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet's NATS is unreachable; retry later")
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	raw, err := g.client.Settlement(ctx, id)
+	switch {
+	case errors.Is(err, runfleet.ErrNoSettlement):
+		writeError(w, http.StatusNotFound, "not_settled", "no settlement of job "+id+" is stored (yet)")
+		return nil, false
+	case err != nil:
+		g.log.Warn("read settlement", "job_id", id, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "could not read the settlement; retry later")
+		return nil, false
+	}
+	return raw, true
+}
+
+func (g *Gateway) cancel(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	if g.publish(w, r.Context(), func(ctx context.Context) error { return g.client.Cancel(ctx, id) }) {
+		writeJSON(w, http.StatusAccepted, accepted{JobID: id})
+	}
+}
+
+// artifactEntry is one file of a settlement's "artifacts" list (PROTOCOL.md, Artifacts).
+type artifactEntry struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	Object string `json:"object"`
+}
+
+// artifact streams a file the settlement lists, from the fleet's object store bucket. It reads
+// the stored settlement rather than job.Settlement, which does not carry artifacts yet.
+func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	path := r.PathValue("path")
+	raw, ok := g.stored(w, r.Context(), id)
+	if !ok {
+		return
+	}
+	var st struct {
+		Artifacts []artifactEntry `json:"artifacts"`
+	}
+	if err := json.Unmarshal(raw, &st); err != nil {
+		writeError(w, http.StatusBadGateway, "invalid_settlement", "the stored settlement is not readable")
+		return
+	}
+	var entry *artifactEntry
+	for i := range st.Artifacts {
+		if st.Artifacts[i].Path == path {
+			entry = &st.Artifacts[i]
+		}
+	}
+	if entry == nil {
+		writeError(w, http.StatusNotFound, "no_artifact", fmt.Sprintf("the settlement of job %s lists no artifact %q (a job keeps artifacts when its request names outputs)", id, clip(path)))
+		return
+	}
+	store, err := g.js.ObjectStore(r.Context(), g.artifactsBucket())
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		writeError(w, http.StatusNotFound, "no_artifact", "the fleet has no artifacts bucket "+g.artifactsBucket())
+		return
+	}
+	if err != nil {
+		g.log.Warn("artifacts bucket", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "could not open the artifacts bucket; retry later")
+		return
+	}
+	obj, err := store.Get(r.Context(), entry.Object)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		writeError(w, http.StatusNotFound, "no_artifact", "artifact "+clip(path)+" is listed but no longer stored (expired with the results)")
+		return
+	}
+	if err != nil {
+		g.log.Warn("artifact", "job_id", id, "object", entry.Object, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "could not read the artifact; retry later")
+		return
+	}
+	defer obj.Close()
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", strconv.FormatInt(entry.Size, 10))
+	if entry.SHA256 != "" {
+		w.Header().Set("ETag", `"sha256:`+entry.SHA256+`"`)
+	}
+	if _, err := io.Copy(w, obj); err != nil {
+		g.log.Warn("send artifact", "job_id", id, "object", entry.Object, "err", err)
+	}
+}
+
+// artifactsBucket is the object store bucket of PROTOCOL.md: the streams' prefix and _ARTIFACTS.
+func (g *Gateway) artifactsBucket() string {
+	return strings.TrimSuffix(g.subjects.JobsStream(), "_JOBS") + "_ARTIFACTS"
+}
+
+func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
+	id := r.PathValue("id")
+	if !job.ValidID(id) {
+		writeError(w, http.StatusBadRequest, string(job.ReasonInvalidID), fmt.Sprintf("job id %q does not match ^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$", clip(id)))
+		return "", false
+	}
+	return id, true
+}
+
+// readBody reads at most limit bytes; a larger body is a payload_too_large rejection.
+func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, &job.RejectError{Reason: job.ReasonPayloadTooLarge, Detail: fmt.Sprintf("body over %d bytes", limit)}
+	}
+	if err != nil {
+		return nil, &job.RejectError{Reason: job.ReasonInvalidJSON, Detail: "read body: " + err.Error()}
+	}
+	return body, nil
+}
+
+func writeReject(w http.ResponseWriter, err error) {
+	var rej *job.RejectError
+	if errors.As(err, &rej) {
+		writeError(w, http.StatusBadRequest, string(rej.Reason), rej.Detail)
+		return
+	}
+	writeError(w, http.StatusBadRequest, string(job.ReasonInvalidJSON), err.Error())
+}
+
+func boolParam(v string) (bool, error) {
+	if v == "" {
+		return false, nil
+	}
+	return strconv.ParseBool(v)
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

@@ -1,0 +1,103 @@
+package gateway
+
+import (
+	"cmp"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are a gateway's collectors.
+type Metrics struct {
+	Registry *prometheus.Registry
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	waiting  prometheus.Gauge
+	nwaiting atomic.Int64 // the gauge's value, readable
+	jobs     *prometheus.CounterVec
+}
+
+// NewMetrics registers the collectors in a registry of their own.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := &Metrics{
+		Registry: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_gateway_requests_total",
+			Help: "HTTP requests answered, by route pattern and status code."}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_gateway_request_seconds",
+			Help: "From request to the end of its answer, by route pattern.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 19)},
+			[]string{"route"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_gateway_waiting",
+			Help: "Requests holding a watch on a job: waiting for its settlement or following its events."}),
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_gateway_jobs_submitted_total",
+			Help: "Jobs stored through the gateway, by API (native or dify)."}, []string{"api"}),
+	}
+	reg.MustRegister(m.requests, m.duration, m.waiting, m.jobs)
+	return m
+}
+
+// Handler serves the registry in Prometheus's text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// Waiting is the number of requests holding a watch now.
+func (m *Metrics) Waiting() int64 { return m.nwaiting.Load() }
+
+// watching counts one more waiting request; the caller calls the function it returns when done.
+func (m *Metrics) watching() func() {
+	m.nwaiting.Add(1)
+	m.waiting.Inc()
+	return func() {
+		m.waiting.Dec()
+		m.nwaiting.Add(-1)
+	}
+}
+
+// instrument counts and times every request, and logs it.
+func (m *Metrics) instrument(log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		next.ServeHTTP(sw, r)
+		route := r.Pattern // set by the mux on this request
+		if route == "" {
+			route = "unmatched"
+		}
+		m.requests.WithLabelValues(route, strconv.Itoa(sw.code)).Inc()
+		took := time.Since(start)
+		m.duration.WithLabelValues(route).Observe(took.Seconds())
+		log.Info("request", "method", r.Method, "route", route, "code", sw.code, "ms", took.Milliseconds(),
+			"job_id", cmp.Or(r.PathValue("id"), strings.TrimPrefix(sw.Header().Get("Location"), "/v1/jobs/")),
+			"remote", r.RemoteAddr)
+	})
+}
+
+// statusWriter records the status code; Unwrap lets http.ResponseController reach Flush.
+type statusWriter struct {
+	http.ResponseWriter
+	code  int
+	wrote bool
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if !s.wrote {
+		s.code, s.wrote = code, true
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	s.wrote = true
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
