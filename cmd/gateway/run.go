@@ -85,16 +85,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	nc, err := nats.Connect(c.natsURL, nats.Name("runfleet-gateway"), nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrl()) }))
+	nc, err := cli.ConnectNATS(c.natsURL, "runfleet-gateway", log)
 	if err != nil {
-		return fmt.Errorf("nats %s unreachable: %w", c.natsURL, err)
+		return err
 	}
 	defer nc.Close()
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)

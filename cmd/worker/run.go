@@ -139,21 +139,9 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		return err
 	}
 	queues := strings.Split(c.queues, ",")
-	for _, q := range queues {
-		if !job.ValidQueue(q) {
-			return fmt.Errorf("--queues: %q is not a valid queue name", q)
-		}
-	}
-	nc, err := nats.Connect(c.natsURL, nats.Name("runfleet-worker "+c.id), nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrl()) }))
+	nc, err := cli.ConnectNATS(c.natsURL, "runfleet-worker "+c.id, log)
 	if err != nil {
-		return fmt.Errorf("nats %s unreachable: %w", c.natsURL, err)
+		return err
 	}
 	defer nc.Drain()
 	js, err := jetstream.New(nc)

@@ -5,8 +5,12 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // EnvName is the variable a flag reads: RUNFLEET_ and the name in upper case, '-' as '_'.
@@ -52,3 +56,21 @@ type List []string
 
 func (l *List) String() string     { return strings.Join(*l, ",") }
 func (l *List) Set(v string) error { *l = append(*l, v); return nil }
+
+// ConnectNATS connects a long-running program (worker, gateway) to NATS: it reconnects forever
+// and logs each loss and return of the connection. It fails at once when no server answers, with
+// the one line a program exits with.
+func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
+	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrl()) }))
+	if err != nil {
+		return nil, fmt.Errorf("nats %s unreachable: %w", url, err)
+	}
+	return nc, nil
+}
