@@ -532,12 +532,36 @@ func TestMaxWait(t *testing.T) {
 // waiting request; past it a waiting request is 503 too_many_watches (the job is stored), and
 // every consumer goes as soon as the waiting requests end.
 func TestTooManyWatches(t *testing.T) {
-	f := newFleet(t, gateway.Options{})
-	conns := holdWaiting(t, f.srv.Listener.Addr().String(), 1000)
-	waitFor(t, 2*time.Minute, "1000 requests waiting", func() bool { return f.gw.Metrics().Waiting() == 1000 })
+	// A short MaxWait bounds the test if the limit is not met: the request then answers 202.
+	f := newFleet(t, gateway.Options{MaxWait: time.Minute})
+	// The same refusal as at nats-server's default of 1,000 consumers per stream, at a limit small
+	// enough that no watch of a loaded machine goes idle and frees a place meanwhile.
+	const limit = 16
+	js, err := jetstream.New(f.nats.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := f.client.Subjects().ResultsStream()
+	s, err := js.Stream(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.MaxConsumers = limit
+	if err := js.DeleteStream(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	conns := holdWaiting(t, f.srv.Listener.Addr().String(), limit)
+	// A request counts as waiting a moment before its watch's consumer exists: wait for both.
+	waitFor(t, 2*time.Minute, "every request waiting, each with its consumer", func() bool {
+		return f.gw.Metrics().Waiting() == limit && f.consumers() == limit
+	})
 	code, ans := f.post("?wait=true", `{"id":"one-too-many","language":"python3","code":"print(1)"}`)
 	if code != http.StatusServiceUnavailable || ans["reason"] != "too_many_watches" {
-		t.Errorf("request 1001 = %d %v, want 503 too_many_watches", code, ans)
+		t.Errorf("request %d = %d %v, want 503 too_many_watches", limit+1, code, ans)
 	}
 	for _, c := range conns {
 		c.Close()
