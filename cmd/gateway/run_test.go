@@ -2,14 +2,12 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,23 +17,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func env(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
 
@@ -57,7 +38,7 @@ func TestRefusesToStart(t *testing.T) {
 		{"dependencies missing", []string{"--api-key", "k", "--dependencies", "/nonexistent"}, nil, "--dependencies"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var stderr lockedBuffer
+			var stderr testenv.Buffer
 			err := run(t.Context(), tc.args, env(tc.env), &stderr)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("run(%q) = %v, want an error with %q", tc.args, err, tc.want)
@@ -67,7 +48,7 @@ func TestRefusesToStart(t *testing.T) {
 }
 
 // started waits for the "gateway started" line and returns the address it listens on.
-func started(t *testing.T, stderr *lockedBuffer, done <-chan error) string {
+func started(t *testing.T, stderr *testenv.Buffer, done <-chan error) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -99,7 +80,7 @@ func TestServesAndShutsDown(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()
-	var stderr lockedBuffer
+	var stderr testenv.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--listen", "127.0.0.1:0", "--grace", "500ms", "--dependencies", deps}, env(map[string]string{

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ func TestMain(m *testing.M) {
 		port := testenv.FreePortNumber()
 		natsURL = fmt.Sprintf("nats://127.0.0.1:%d", port)
 		w := exec.Command(bin, "--dev", "--nats-url", natsURL, "--listen", "127.0.0.1:0", "--concurrency", "2")
-		log := &lockedBuffer{}
+		log := &testenv.Buffer{}
 		w.Stderr = log
 		if err := w.Start(); err != nil {
 			panic(err)
@@ -178,23 +177,6 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 func TestCtrlC(t *testing.T) {
 	env := func(k string) string {
 		if k == "RUNFLEET_NATS_URL" {
@@ -213,7 +195,7 @@ func TestCtrlC(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			sigs := make(chan os.Signal, 2)
-			var out, errb lockedBuffer
+			var out, errb testenv.Buffer
 			done := make(chan int)
 			go func() {
 				done <- run(sigs, []string{"--lang", "python3", "--code", "import time; print('up', flush=True); time.sleep(30)"},

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -57,7 +58,7 @@ func TestStalledWorkerIsFenced(t *testing.T) {
 	f := newFleet(t)
 	a := f.start("stalled")
 	id := f.submit(job.Request{Language: "python3", Code: "import time\nfor i in range(60):\n    print(i, flush=True); time.sleep(0.1)"})
-	waitFor(t, 30*time.Second, "a page of the first attempt stored", func() bool { return len(f.results(id)) > 0 })
+	testenv.WaitFor(t, 30*time.Second, "a page of the first attempt stored", func() bool { return len(f.results(id)) > 0 })
 	a.signal(syscall.SIGSTOP)
 	f.start("taker")
 	st := f.settlement(id, 30*time.Second)
@@ -66,7 +67,7 @@ func TestStalledWorkerIsFenced(t *testing.T) {
 	}
 	a.signal(syscall.SIGCONT)
 	// The resumed worker finds its trust window closed, kills its sandbox and stores nothing.
-	waitFor(t, 30*time.Second, "the resumed worker giving the job up", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the resumed worker giving the job up", func() bool {
 		return strings.Contains(a.logText(), "storing nothing more")
 	})
 	var settledSeq uint64
@@ -158,7 +159,7 @@ func TestRedisRestartedEmpty(t *testing.T) {
 	f.start("w1")
 	f.start("w2")
 	ids := runJobs(f, 30, 0.5)
-	waitFor(t, 30*time.Second, "jobs under way", func() bool { return len(f.dispatches()) >= 5 })
+	testenv.WaitFor(t, 30*time.Second, "jobs under way", func() bool { return len(f.dispatches()) >= 5 })
 	f.redis.Restart()
 	tally(t, f, ids, 90*time.Second)
 }
@@ -167,7 +168,7 @@ func TestNATSRestarted(t *testing.T) {
 	f := newFleet(t)
 	f.start("w1")
 	ids := runJobs(f, 20, 0.4)
-	waitFor(t, 30*time.Second, "jobs under way", func() bool { return len(f.dispatches()) >= 5 })
+	testenv.WaitFor(t, 30*time.Second, "jobs under way", func() bool { return len(f.dispatches()) >= 5 })
 	f.nats.Restart()
 	tally(t, f, ids, 90*time.Second)
 }

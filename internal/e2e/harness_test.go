@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -30,11 +29,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	workerBin = filepath.Join(dir, "worker")
-	build := exec.Command("go", "build", "-tags", "faults", "-o", workerBin, "github.com/runfleet/runfleet/cmd/worker")
-	build.Stderr = os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build worker:", err)
+	if workerBin, err = testenv.BuildProgram(dir, "cmd/worker", "faults"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
@@ -85,7 +81,7 @@ func newFleet(t *testing.T) *fleet {
 type worker struct {
 	id   string
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
+	log  *testenv.Buffer
 	done chan struct{}
 }
 
@@ -97,8 +93,8 @@ func (f *fleet) start(id string, extra ...string) *worker {
 	if root := testenv.RootFS(f.t); root != "" {
 		args = append(args, "--rootfs", root)
 	}
-	w := &worker{id: id, cmd: exec.Command(workerBin, args...), log: &bytes.Buffer{}, done: make(chan struct{})}
-	w.cmd.Stderr = &syncWriter{w: w.log}
+	w := &worker{id: id, cmd: exec.Command(workerBin, args...), log: &testenv.Buffer{}, done: make(chan struct{})}
+	w.cmd.Stderr = w.log
 	if err := w.cmd.Start(); err != nil {
 		f.t.Fatalf("start worker: %v", err)
 	}
@@ -117,23 +113,7 @@ func (f *fleet) start(id string, extra ...string) *worker {
 	return w
 }
 
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(b []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(b)
-}
-
-func (w *worker) logText() string {
-	sw := w.cmd.Stderr.(*syncWriter)
-	sw.mu.Lock()
-	defer sw.mu.Unlock()
-	return w.log.String()
-}
+func (w *worker) logText() string { return w.log.String() }
 
 func (w *worker) kill() {
 	_ = w.cmd.Process.Signal(syscall.SIGKILL)
@@ -228,16 +208,6 @@ func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context
 	return context.WithTimeout(t.Context(), d)
 }
 
-// waitFor polls cond until it holds, failing the test after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(within); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-	}
-}
-
 // queueDrained waits until every job message is acked: no redelivery can store anything more.
 func (f *fleet) queueDrained(within time.Duration) {
 	f.t.Helper()
@@ -245,7 +215,7 @@ func (f *fleet) queueDrained(within time.Duration) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	waitFor(f.t, within, "job messages acked", func() bool {
+	testenv.WaitFor(f.t, within, "job messages acked", func() bool {
 		info, err := s.Info(f.t.Context())
 		return err == nil && info.State.Msgs == 0
 	})
@@ -254,7 +224,7 @@ func (f *fleet) queueDrained(within time.Duration) {
 // dispatched waits until job id reached a sandbox.
 func (f *fleet) dispatched(id string, within time.Duration) {
 	f.t.Helper()
-	waitFor(f.t, within, "job "+id+" dispatched", func() bool { return f.dispatches()[id] > 0 })
+	testenv.WaitFor(f.t, within, "job "+id+" dispatched", func() bool { return f.dispatches()[id] > 0 })
 }
 
 // leftoverCgroups lists the sandbox cgroups of the worker process pid still on the host, on

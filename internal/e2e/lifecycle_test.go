@@ -55,14 +55,14 @@ func TestDevWorkerTakesItsRedisAlong(t *testing.T) {
 		<-done
 	})
 	var redisPid int
-	waitFor(t, 30*time.Second, "the dev redis-server started", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the dev redis-server started", func() bool {
 		redisPid = childNamed(cmd.Process.Pid, "redis-server")
 		return redisPid != 0
 	})
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	<-done
 	killed := time.Now()
-	waitFor(t, 10*time.Second, "the dev redis-server gone", func() bool { return !alive(redisPid) })
+	testenv.WaitFor(t, 10*time.Second, "the dev redis-server gone", func() bool { return !alive(redisPid) })
 	if took := time.Since(killed); took > 2*time.Second {
 		t.Errorf("redis-server outlived its worker by %v, want at most 2s", took)
 	}

@@ -27,7 +27,7 @@ func TestGracefulShutdown(t *testing.T) {
 		f.submit(job.Request{Language: "python3", Code: "import time; print('long', flush=True); time.sleep(60)"}),
 		f.submit(job.Request{Language: "nodejs", Code: "console.log('long'); setTimeout(() => {}, 60000)"}),
 	}
-	waitFor(t, 30*time.Second, "both jobs started", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "both jobs started", func() bool {
 		return len(f.results(ids[0])) > 0 && len(f.results(ids[1])) > 0
 	})
 	w.signal(syscall.SIGTERM)
@@ -159,9 +159,9 @@ func TestSecondSignalEndsAtOnce(t *testing.T) {
 	f := newFleet(t)
 	w := f.start("impatient", "--grace", "60s")
 	id := f.submit(job.Request{Language: "python3", Code: "import time; print('up', flush=True); time.sleep(60)"})
-	waitFor(t, 30*time.Second, "job started", func() bool { return len(f.results(id)) > 0 })
+	testenv.WaitFor(t, 30*time.Second, "job started", func() bool { return len(f.results(id)) > 0 })
 	w.signal(syscall.SIGTERM)
-	waitFor(t, 10*time.Second, "first signal heard", func() bool { return strings.Contains(w.logText(), "stop claiming") })
+	testenv.WaitFor(t, 10*time.Second, "first signal heard", func() bool { return strings.Contains(w.logText(), "stop claiming") })
 	w.signal(syscall.SIGTERM)
 	w.exited(t, 10*time.Second)
 	if st := f.settlement(id, 5*time.Second); st.Status != job.StatusFailed || st.Reason != job.ReasonWorkerShutdown {

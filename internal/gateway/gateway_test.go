@@ -176,7 +176,7 @@ func TestGateway(t *testing.T) {
 					resp.Body.Close()
 				}
 			}()
-			waitFor(t, 30*time.Second, "request waiting", func() bool { return f.gw.Metrics().Waiting() > before })
+			testenv.WaitFor(t, 30*time.Second, "request waiting", func() bool { return f.gw.Metrics().Waiting() > before })
 			cancel()
 			<-done
 			if st := f.settle(id); st.Status != tc.want {
@@ -294,7 +294,7 @@ func TestGateway(t *testing.T) {
 			t.Errorf("results stream holds %d consumers after every answer, want 0", c)
 		}
 		f.srv.Client().CloseIdleConnections()
-		waitFor(t, 30*time.Second, fmt.Sprintf("goroutines back to %d after %d waiting requests", before, n), func() bool {
+		testenv.WaitFor(t, 30*time.Second, fmt.Sprintf("goroutines back to %d after %d waiting requests", before, n), func() bool {
 			return runtime.NumGoroutine() <= before+5
 		})
 	})
@@ -322,7 +322,7 @@ func TestGateway(t *testing.T) {
 			a.code, a.err = resp.StatusCode, json.NewDecoder(resp.Body).Decode(&a.st)
 			answered <- a
 		}()
-		waitFor(t, 30*time.Second, "request waiting in the gateway process", func() bool {
+		testenv.WaitFor(t, 30*time.Second, "request waiting in the gateway process", func() bool {
 			req, _ := http.NewRequest("GET", p.URL+"/metrics", nil)
 			req.Header.Set("X-Api-Key", apiKey)
 			resp, err := client.Do(req)
@@ -479,7 +479,7 @@ func clipString(s string) string {
 func TestUnavailable(t *testing.T) {
 	f := newFleet(t, gateway.Options{})
 	f.nats.Stop()
-	waitFor(t, 30*time.Second, "readyz 503", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "readyz 503", func() bool {
 		code, _ := f.do("GET", "/readyz", "", nil)
 		return code == http.StatusServiceUnavailable
 	})
@@ -496,7 +496,7 @@ func TestUnavailable(t *testing.T) {
 		}
 	}
 	f.nats.Restart()
-	waitFor(t, 30*time.Second, "readyz 200 after NATS restarted", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "readyz 200 after NATS restarted", func() bool {
 		code, _ := f.do("GET", "/readyz", "", nil)
 		return code == http.StatusOK
 	})
@@ -556,7 +556,7 @@ func TestTooManyWatches(t *testing.T) {
 	}
 	conns := holdWaiting(t, f.srv.Listener.Addr().String(), limit)
 	// A request counts as waiting a moment before its watch's consumer exists: wait for both.
-	waitFor(t, 2*time.Minute, "every request waiting, each with its consumer", func() bool {
+	testenv.WaitFor(t, 2*time.Minute, "every request waiting, each with its consumer", func() bool {
 		return f.gw.Metrics().Waiting() == limit && f.consumers() == limit
 	})
 	code, ans := f.post("?wait=true", `{"id":"one-too-many","language":"python3","code":"print(1)"}`)
@@ -566,7 +566,7 @@ func TestTooManyWatches(t *testing.T) {
 	for _, c := range conns {
 		c.Close()
 	}
-	waitFor(t, 2*time.Minute, "no waiting request and no consumer left", func() bool {
+	testenv.WaitFor(t, 2*time.Minute, "no waiting request and no consumer left", func() bool {
 		return f.gw.Metrics().Waiting() == 0 && f.consumers() == 0
 	})
 }

@@ -12,9 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,14 +37,12 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	workerBin, gatewayBin = filepath.Join(dir, "worker"), filepath.Join(dir, "gateway")
-	for bin, pkg := range map[string]string{workerBin: "./cmd/worker", gatewayBin: "./cmd/gateway"} {
-		build := exec.Command("go", "build", "-o", bin, "github.com/runfleet/runfleet/"+strings.TrimPrefix(pkg, "./"))
-		build.Stderr = os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "build", pkg+":", err)
-			os.Exit(1)
-		}
+	if workerBin, err = testenv.BuildProgram(dir, "cmd/worker"); err == nil {
+		gatewayBin, err = testenv.BuildProgram(dir, "cmd/gateway")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -101,7 +97,7 @@ func (f *fleet) startWorker(extra ...string) {
 	if root := testenv.RootFS(f.t); root != "" {
 		args = append(args, "--rootfs", root)
 	}
-	log := &lockedBuffer{}
+	log := &testenv.Buffer{}
 	cmd := exec.Command(workerBin, args...)
 	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
@@ -124,7 +120,7 @@ func (f *fleet) startWorker(extra ...string) {
 			f.t.Logf("worker log:\n%s", log.String())
 		}
 	})
-	waitFor(f.t, 60*time.Second, "worker started", func() bool {
+	testenv.WaitFor(f.t, 60*time.Second, "worker started", func() bool {
 		select {
 		case <-done:
 			f.t.Fatalf("worker exited:\n%s", log.String())
@@ -132,37 +128,6 @@ func (f *fleet) startWorker(extra ...string) {
 		}
 		return strings.Contains(log.String(), `"worker started"`)
 	})
-}
-
-// lockedBuffer is a buffer a process writes to while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// waitFor polls cond until it holds; the wait is for an event, bounded generously for a loaded
-// machine.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // do sends a request with the API key as X-Api-Key (key "" sends none) and returns the status
@@ -259,14 +224,14 @@ func readEvents(t testing.TB, r io.Reader, until string) []event {
 type process struct {
 	URL  string
 	cmd  *exec.Cmd
-	log  *lockedBuffer
+	log  *testenv.Buffer
 	done chan struct{}
 }
 
 // startBinary runs bin/gateway (built by TestMain) on a free port and waits until it serves.
 func (f *fleet) startBinary(extra ...string) *process {
 	f.t.Helper()
-	p := &process{log: &lockedBuffer{}, done: make(chan struct{})}
+	p := &process{log: &testenv.Buffer{}, done: make(chan struct{})}
 	args := append([]string{"--listen", "127.0.0.1:0", "--nats-url", f.nats.URL, "--prefix", f.prefix}, extra...)
 	p.cmd = exec.Command(gatewayBin, args...)
 	p.cmd.Env = append(os.Environ(), "RUNFLEET_API_KEY="+apiKey)
@@ -285,7 +250,7 @@ func (f *fleet) startBinary(extra ...string) *process {
 			f.t.Logf("gateway log:\n%s", p.log.String())
 		}
 	})
-	waitFor(f.t, 30*time.Second, "gateway started", func() bool {
+	testenv.WaitFor(f.t, 30*time.Second, "gateway started", func() bool {
 		select {
 		case <-p.done:
 			f.t.Fatalf("gateway exited:\n%s", p.log.String())

@@ -208,19 +208,6 @@ func pidsWithArg(arg string) []int {
 	return pids
 }
 
-// waitFor polls cond until it holds or within passes; it reports how long it took.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return time.Since(start)
-}
-
 // markedSleep is python3 code that starts a sandboxed child with marker in its command line,
 // prints, then sleeps: the test sees the sandbox from the host while the job runs.
 func markedSleep(marker string, seconds int) string {

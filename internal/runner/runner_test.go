@@ -13,6 +13,7 @@ import (
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 	"github.com/runfleet/runfleet/job/jobtest"
 )
@@ -166,7 +167,7 @@ func TestCancel(t *testing.T) {
 	f.startWorker(workerOpts{})
 	t.Run("running", func(t *testing.T) {
 		id := f.submit(job.Request{Language: "python3", Code: "import time\nprint('started', flush=True)\ntime.sleep(60)"})
-		waitFor(t, 30*time.Second, "the program's first output stored", func() bool { return f.pagesStored(id) > 0 })
+		testenv.WaitFor(t, 30*time.Second, "the program's first output stored", func() bool { return f.pagesStored(id) > 0 })
 		start := time.Now()
 		if err := f.client.Cancel(t.Context(), id); err != nil {
 			t.Fatal(err)
@@ -289,7 +290,7 @@ func TestBadInputCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "every message removed from the jobs stream", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "every message removed from the jobs stream", func() bool {
 		ji, err := jobs.Info(t.Context())
 		return err == nil && ji.State.Msgs == 0
 	})
@@ -376,9 +377,9 @@ func TestSilentRedisEndsTheSandbox(t *testing.T) {
 	f.startWorker(workerOpts{ttl: ttl})
 	marker := newMarker()
 	id := f.submit(job.Request{Language: "python3", Code: markedSleep(marker, 120), Limits: job.Limits{TimeoutMS: ptr[int64](180_000)}})
-	waitFor(t, 30*time.Second, "sandbox started", func() bool { return len(pidsWithArg(marker)) > 0 })
+	testenv.WaitFor(t, 30*time.Second, "sandbox started", func() bool { return len(pidsWithArg(marker)) > 0 })
 	f.redis.Pause()
-	gone := waitFor(t, ttl+10*time.Second, "sandbox gone after Redis paused", func() bool { return len(pidsWithArg(marker)) == 0 })
+	gone := testenv.WaitFor(t, ttl+10*time.Second, "sandbox gone after Redis paused", func() bool { return len(pidsWithArg(marker)) == 0 })
 	f.redis.Resume()
 	t.Logf("sandbox gone %v after Redis paused (lease TTL %v)", gone, ttl)
 	if gone > ttl+time.Second {
@@ -401,7 +402,7 @@ func TestCancelWhileReconnecting(t *testing.T) {
 	f.startWorker(workerOpts{reconnect: 2 * time.Second})
 	marker := newMarker()
 	id := f.submit(job.Request{Language: "python3", Code: markedSleep(marker, 60), Limits: job.Limits{TimeoutMS: ptr[int64](90_000)}})
-	waitFor(t, 30*time.Second, "sandbox started", func() bool { return len(pidsWithArg(marker)) > 0 })
+	testenv.WaitFor(t, 30*time.Second, "sandbox started", func() bool { return len(pidsWithArg(marker)) > 0 })
 	f.nats.Restart()
 	client, err := runfleet.NewClient(t.Context(), f.nats.Conn(), runfleet.Options{})
 	if err != nil {
@@ -424,7 +425,7 @@ func TestRepublishedAfterTheDedupWindow(t *testing.T) {
 	if first := f.run(req); first.st.Status != job.StatusSucceeded {
 		t.Fatalf("first run settled %s", first.st.Status)
 	}
-	waitFor(t, 30*time.Second, "the id stored again past the dedup window", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the id stored again past the dedup window", func() bool {
 		sub, err := f.client.Submit(t.Context(), "", req)
 		return err == nil && !sub.Duplicate
 	})
@@ -436,7 +437,7 @@ func TestRepublishedAfterTheDedupWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the republished message acked", func() bool {
+	testenv.WaitFor(t, 30*time.Second, "the republished message acked", func() bool {
 		info, err := jobs.Info(t.Context())
 		return err == nil && info.State.Msgs == 0
 	})

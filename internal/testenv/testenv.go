@@ -4,9 +4,15 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // InCI reports whether the tests run in CI, where nothing may be skipped for want of a service.
@@ -42,4 +48,53 @@ func RootFS(t testing.TB) string {
 		Missing(t, "root fs %s with python3: %v", dir, err)
 	}
 	return dir
+}
+
+// WaitFor polls cond until it holds, and fails the test when within passes first: tests wait for
+// an event (a page stored, a process gone), bounded generously for a loaded machine. It returns
+// how long the wait took.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > within {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// Buffer is a buffer that a process writes to while the test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// BuildProgram builds the module's package pkg (say "cmd/worker") into dir with build tags, for
+// tests that run the real program, and returns the binary's path. It is meant for TestMain.
+func BuildProgram(dir, pkg string, tags ...string) (string, error) {
+	bin := filepath.Join(dir, filepath.Base(pkg))
+	args := []string{"build", "-o", bin}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	build := exec.Command("go", append(args, "github.com/runfleet/runfleet/"+pkg)...)
+	build.Stderr = os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build %s: %w", pkg, err)
+	}
+	return bin, nil
 }
