@@ -4,6 +4,8 @@ ROOTFS  ?= $(CURDIR)/var/rootfs
 IMAGE   ?= runfleet-sandbox:latest
 export RUNFLEET_TEST_ROOTFS ?= $(ROOTFS)
 export RUNFLEET_TEST_IMAGE  ?= $(IMAGE)
+# Every package of the workspace (go.work): the client module at the root, cmd/, internal/ and deploy/.
+PKGS    := github.com/runfleet/runfleet/...
 
 .PHONY: help build demo test deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz stress chaos clean
 
@@ -38,14 +40,14 @@ deploy-test: deps-deploy images ## compose up with three workers and 30 jobs; th
 
 lint: ## gofmt and go vet
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
-	$(GO) vet ./...
+	$(GO) vet $(PKGS)
 	$(GO) vet -tags deploy ./deploy/
 
 unit: ## the suite alone, with the race detector, on what is installed
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 bench: build ## every benchmark once, so they keep compiling and running
-	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 10m ./...
+	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 10m $(PKGS)
 
 fuzz: ## the request decoder's fuzz target, briefly
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./job/
@@ -55,7 +57,7 @@ test: deps lint build unit bench fuzz deploy-test ## set up what is missing, the
 stress: ## the suite three times in a row beside stress-ng --cpu 2 (a loaded 2-core machine), with each run's time
 	@command -v stress-ng >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng >/dev/null
 	@stress-ng --cpu 2 --timeout 90m --quiet & pid=$$!; trap "kill $$pid" EXIT; \
-	for i in 1 2 3; do start=$$(date +%s); $(GO) test -race -count=1 -timeout 30m ./... || exit 1; echo "stress run $$i: $$(( $$(date +%s) - start )) s"; done
+	for i in 1 2 3; do start=$$(date +%s); $(GO) test -race -count=1 -timeout 30m $(PKGS) || exit 1; echo "stress run $$i: $$(( $$(date +%s) - start )) s"; done
 
 chaos: deps build ## 3 workers, 500 jobs, a worker killed every few seconds; prints lost/duplicate counts
 	RUNFLEET_CHAOS_JOBS=500 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./internal/e2e/

@@ -151,8 +151,8 @@ func TestNATSImageVersion(t *testing.T) {
 		t.Fatalf("%s: no line starting %q", file, prefix)
 		return ""
 	}
-	pinned := version("../go.mod", "github.com/nats-io/nats-server/v2 ")
+	pinned := version("../internal/go.mod", "github.com/nats-io/nats-server/v2 ")
 	if got := version("nats/Dockerfile", "ARG NATS_VERSION="); got != pinned {
-		t.Errorf("deploy/nats/Dockerfile installs nats-server %s, go.mod pins %s", got, pinned)
+		t.Errorf("deploy/nats/Dockerfile installs nats-server %s, internal/go.mod pins %s", got, pinned)
 	}
 }

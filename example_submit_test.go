@@ -1,13 +1,12 @@
 package runfleet_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 
 	"github.com/runfleet/runfleet"
@@ -15,19 +14,9 @@ import (
 )
 
 // A service publishes a job and learns whether JetStream stored it; publishing the same id again
-// adds nothing. Here an embedded JetStream stands in for the fleet's NATS.
+// adds nothing. NATS_URL names the fleet's NATS (`worker --dev` listens on nats.DefaultURL).
 func ExampleClient_Submit() {
-	dir, _ := os.MkdirTemp("", "runfleet-example-")
-	defer os.RemoveAll(dir)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
-	if err != nil {
-		panic(err)
-	}
-	go ns.Start()
-	defer ns.Shutdown()
-	ns.ReadyForConnections(5 * time.Second)
-
-	nc, err := nats.Connect(ns.ClientURL())
+	nc, err := nats.Connect(cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL))
 	if err != nil {
 		panic(err)
 	}
@@ -54,19 +43,9 @@ func ExampleClient_Submit() {
 }
 
 // A service asks for a job's settlement without waiting for it: ErrNoSettlement while none is
-// stored (here no worker runs), the settlement's JSON as stored once there is one.
+// stored (here the job waits on a queue no worker consumes), the settlement's JSON once there is one.
 func ExampleClient_Settlement() {
-	dir, _ := os.MkdirTemp("", "runfleet-example-")
-	defer os.RemoveAll(dir)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
-	if err != nil {
-		panic(err)
-	}
-	go ns.Start()
-	defer ns.Shutdown()
-	ns.ReadyForConnections(5 * time.Second)
-
-	nc, err := nats.Connect(ns.ClientURL())
+	nc, err := nats.Connect(cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL))
 	if err != nil {
 		panic(err)
 	}
@@ -76,7 +55,7 @@ func ExampleClient_Settlement() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := c.Submit(ctx, "", job.Request{ID: "nightly-1", Language: "python3", Code: "print(1)"}); err != nil {
+	if _, err := c.Submit(ctx, "nobody-consumes", job.Request{ID: "nightly-1", Language: "python3", Code: "print(1)"}); err != nil {
 		panic(err)
 	}
 	_, err = c.Settlement(ctx, "nightly-1")
