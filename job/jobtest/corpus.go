@@ -89,6 +89,9 @@ func BadInputs(maxBody int) []BadInput {
 		{"label value of 257 bytes", "bad-49", ok(`,"labels":{"k":"` + strings.Repeat("v", 257) + `"}`), job.ReasonInvalidLabels},
 		{"memory below the minimum", "bad-50", ok(`,"limits":{"memory_bytes":1}`), job.ReasonInvalidLimits},
 		{"pids below the minimum", "bad-51", ok(`,"limits":{"pids":2}`), job.ReasonInvalidLimits},
+		{"artifact limit zero", "bad-52", ok(`,"limits":{"artifact_files":0}`), job.ReasonInvalidLimits},
+		{"timeout past a duration", "bad-53", ok(`,"limits":{"timeout_ms":9223372036854775807}`), job.ReasonInvalidLimits},
+		{"limits null member", "bad-54", ok(`,"limits":{"pids":null,"timeout_ms":-5}`), job.ReasonInvalidLimits},
 	}
 }
 
