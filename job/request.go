@@ -48,8 +48,8 @@ type Bounds struct {
 // request.
 type Policy struct {
 	Default      Bounds
-	Min          Bounds // a zero field means 1
-	Max          Bounds
+	Min          Bounds            // a zero field means 1
+	Max          Bounds            // a zero field means no maximum
 	MaxBodyBytes int               // the whole message body
 	MaxFiles     int               // entries in files
 	MaxEnv       int               // entries in env
@@ -69,6 +69,16 @@ func DefaultPolicy() Policy {
 		MaxFiles:     256,
 		MaxEnv:       128,
 	}
+}
+
+// ProtocolPolicy is what the protocol itself fixes — the body size, the shape of every field, the
+// sign of every limit — without a worker's configuration: any language, no maxima. A publisher
+// checks a request against it before sending, so that what it can know is wrong fails at once; a
+// worker's own policy may still reject the job, and then it settles rejected.
+func ProtocolPolicy() Policy {
+	p := DefaultPolicy()
+	p.Max = Bounds{}
+	return p
 }
 
 // RejectError says why a request is invalid; Reason is the code a rejected settlement carries.

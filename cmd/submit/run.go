@@ -113,7 +113,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	sub, err := c.Submit(ctx, o.queue, req)
+	sub, err := c.Submit(ctx, o.queue, req, nil)
 	cancel()
 	if err != nil {
 		return fail(stderr, err)

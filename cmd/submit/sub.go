@@ -185,7 +185,7 @@ func bench(c *runfleet.Client, nc *nats.Conn, queue string, n, conc int, lang, c
 		sent[req.ID] = time.Now()
 		mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.Submit(ctx, queue, req)
+		_, err := c.Submit(ctx, queue, req, nil)
 		cancel()
 		if err != nil {
 			return fail(stderr, err)
