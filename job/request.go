@@ -19,6 +19,7 @@ type Request struct {
 	Language string            `json:"language"`
 	Code     string            `json:"code"`
 	Preload  string            `json:"preload,omitempty"`
+	Args     []string          `json:"args,omitempty"` // the program's arguments: sys.argv[1:], process.argv.slice(2)
 	Stdin    string            `json:"stdin,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Files    []File            `json:"files,omitempty"`
@@ -103,6 +104,9 @@ var (
 	labelName = regexp.MustCompile(`^[a-z0-9_.-]{1,63}$`)
 )
 
+// MaxArgs bounds a request's args; the body's size bounds their bytes.
+const MaxArgs = 1024
+
 // Bounds of labels, which every settlement of the job carries.
 const (
 	MaxLabels          = 16
@@ -153,6 +157,13 @@ func (r *Request) Validate(p Policy) (Bounds, error) {
 		return Bounds{}, reject(ReasonInvalidCode, "code contains NUL")
 	case strings.ContainsRune(r.Preload, 0):
 		return Bounds{}, reject(ReasonInvalidPreload, "preload contains NUL")
+	case len(r.Args) > MaxArgs:
+		return Bounds{}, reject(ReasonInvalidArgs, "%d arguments, at most %d", len(r.Args), MaxArgs)
+	}
+	for i, a := range r.Args {
+		if strings.ContainsRune(a, 0) {
+			return Bounds{}, reject(ReasonInvalidArgs, "argument %d contains NUL", i)
+		}
 	}
 	if p.MaxEnv > 0 && len(r.Env) > p.MaxEnv {
 		return Bounds{}, reject(ReasonInvalidEnv, "%d variables, at most %d", len(r.Env), p.MaxEnv)

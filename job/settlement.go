@@ -48,6 +48,7 @@ const (
 	ReasonMissingCode      Reason = "missing_code"
 	ReasonInvalidCode      Reason = "invalid_code"
 	ReasonInvalidPreload   Reason = "invalid_preload"
+	ReasonInvalidArgs      Reason = "invalid_args"
 	ReasonInvalidStdin     Reason = "invalid_stdin"
 	ReasonPayloadTooLarge  Reason = "payload_too_large"
 	ReasonInvalidLimits    Reason = "invalid_limits"
