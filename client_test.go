@@ -228,3 +228,24 @@ func TestPagesStopsEarly(t *testing.T) {
 		t.Errorf("pages seen = %d, want 1 (a break stops the iteration)", n)
 	}
 }
+
+// TestWaitingJobIsKnown: a job that waits in the queue behind others, where no worker serves it,
+// is known — not settled, cancellable — whether it is its queue's newest message or not.
+func TestWaitingJobIsKnown(t *testing.T) {
+	c, _ := newClient(t, runfleet.Options{})
+	ctx := t.Context()
+	ids := []string{"waiting-first", "waiting-second"}
+	for _, id := range ids {
+		if _, err := c.Submit(ctx, "unserved", job.Request{ID: id, Language: "python3", Code: "print(1)"}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		if _, err := c.Settlement(ctx, id); !errors.Is(err, runfleet.ErrNoSettlement) {
+			t.Errorf("Settlement(%s) error = %v, want ErrNoSettlement", id, err)
+		}
+	}
+	if err := c.Cancel(ctx, ids[0]); err != nil {
+		t.Errorf("Cancel() of a waiting job: %v", err)
+	}
+}

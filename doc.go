@@ -21,7 +21,8 @@
 //
 // [Client.Settlement], [Client.Cancel] and [Client.Watch] therefore never wait for a job the fleet
 // does not know. Finding a job that waits in the queue reads the waiting messages (JetStream has
-// no lookup by Nats-Msg-Id): one request per waiting job, made only when no result is stored.
+// no lookup by Nats-Msg-Id): the newest message of each queue first, then one request per
+// waiting job, made only when no result is stored.
 // A lookup made while another process is still publishing the id may return ErrNotFound: the job
 // is known once [Client.Submit] has returned.
 //

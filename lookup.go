@@ -76,14 +76,32 @@ func (c *Client) stored(ctx context.Context, id string) (jobState, json.RawMessa
 }
 
 // queued reports whether a message of job id waits in the jobs stream. JetStream cannot look a
-// message up by its Nats-Msg-Id, so it reads the waiting messages in order: one request per job
-// waiting, made only for an id that has no results stored.
+// message up by its Nats-Msg-Id. The newest message of each queue comes first (a job watched
+// right after it was submitted is found there), then every waiting message in order, skipping
+// the acked ones on the server: one request per queue and per waiting job, made only for an id
+// that has no results stored.
 func (c *Client) queued(ctx context.Context, id string) (bool, error) {
 	s, err := c.js.Stream(ctx, c.subjects.JobsStream())
 	if err != nil {
 		return false, withCtx(ctx, fmt.Errorf("jobs stream: %w", err))
 	}
-	for seq := max(s.CachedInfo().State.FirstSeq, 1); ; {
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(c.subjects.AllJobs()))
+	if err != nil {
+		return false, withCtx(ctx, fmt.Errorf("jobs stream: %w", err))
+	}
+	for subject := range info.State.Subjects {
+		m, err := s.GetLastMsgForSubject(ctx, subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return false, withCtx(ctx, err)
+		}
+		if m.Header.Get(job.HeaderMsgID) == id {
+			return true, nil
+		}
+	}
+	for seq := max(info.State.FirstSeq, 1); ; {
 		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.subjects.AllJobs()))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			return false, nil
