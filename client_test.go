@@ -15,7 +15,7 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
-func dial(t *testing.T) *nats.Conn {
+func dial(t testing.TB) *nats.Conn {
 	t.Helper()
 	nc, err := nats.Connect(os.Getenv("NATS_URL"))
 	if err != nil {
@@ -26,7 +26,7 @@ func dial(t *testing.T) *nats.Conn {
 }
 
 // newClient returns a client of the examples' fleet and its connection.
-func newClient(t *testing.T, o runfleet.Options) (*runfleet.Client, jetstream.JetStream) {
+func newClient(t testing.TB, o runfleet.Options) (*runfleet.Client, jetstream.JetStream) {
 	t.Helper()
 	nc := dial(t)
 	c, err := runfleet.NewClient(t.Context(), nc, o)
