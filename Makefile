@@ -7,15 +7,18 @@ export RUNFLEET_TEST_IMAGE  ?= $(IMAGE)
 # Every package of the workspace (go.work): the client module at the root, cmd/, internal/ and deploy/.
 PKGS    := ./... ./cmd/... ./internal/... ./deploy/...
 
+# What --version prints: the nearest tag and commit, or "dev" outside git.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
 .PHONY: help build demo test deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz stress chaos clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## write bin/worker, bin/submit and bin/gateway
-	$(GO) build -o bin/worker ./cmd/worker
-	$(GO) build -o bin/submit ./cmd/submit
-	$(GO) build -o bin/gateway ./cmd/gateway
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/worker ./cmd/worker
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/submit ./cmd/submit
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/gateway ./cmd/gateway
 
 demo: deps-demo build ## run real python3 and nodejs jobs on `worker --dev` (no outside service), then one through `gateway` with curl
 	scripts/demo

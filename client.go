@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
@@ -19,6 +17,15 @@ import (
 type Options struct {
 	Prefix  string        // default job.DefaultPrefix
 	Streams StreamOptions // used when a stream is missing; Replicas also raises an existing one
+
+	// JetStream, when set, is used instead of one made on the connection: a JetStream domain or
+	// API prefix is configured there (jetstream.NewWithDomain). NewClient's nc may then be nil.
+	JetStream jetstream.JetStream
+
+	// SkipStreams leaves the streams as they are: NewClient neither creates nor raises them, so
+	// a publisher whose credentials only allow publishing and reading can start. The fleet's
+	// workers create them.
+	SkipStreams bool
 }
 
 // Client publishes jobs and follows their results.
@@ -27,24 +34,57 @@ type Client struct {
 	subjects job.Subjects
 }
 
-// NewClient returns a client on nc and creates the fleet's streams when they are missing.
+// NewClient returns a client on nc and, unless o.SkipStreams, creates the fleet's streams when
+// they are missing. A bad o.Prefix is an error wrapping [job.ErrInvalidPrefix].
 func NewClient(ctx context.Context, nc *nats.Conn, o Options) (*Client, error) {
 	s, err := job.NewSubjects(o.Prefix)
 	if err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("jetstream: %w", err)
+	js := o.JetStream
+	if js == nil {
+		if nc == nil {
+			return nil, errors.New("runfleet: NewClient needs a connection or Options.JetStream")
+		}
+		if js, err = jetstream.New(nc); err != nil {
+			return nil, fmt.Errorf("jetstream: %w", err)
+		}
 	}
-	if err := EnsureStreams(ctx, js, s, o.Streams); err != nil {
-		return nil, err
+	if !o.SkipStreams {
+		if err := EnsureStreams(ctx, js, s, o.Streams); err != nil {
+			return nil, err
+		}
 	}
 	return &Client{js: js, subjects: s}, nil
 }
 
 // Subjects are the names this client publishes to and reads from.
 func (c *Client) Subjects() job.Subjects { return c.subjects }
+
+// Errors a lookup of a job returns, matched with errors.Is. What the client can see is what
+// JetStream holds (see the package documentation).
+var (
+	// ErrNotFound: the fleet holds nothing of this id — no job message waits in the jobs stream
+	// and no page, settlement or expiry marker is stored. Either no job with this id was ever
+	// accepted, or its results expired long enough ago that their markers expired too.
+	ErrNotFound = errors.New("job not found")
+	// ErrExpired: the job was accepted and settled, but its results have passed the results
+	// stream's MaxAge (24 h by default). The fleet still refuses to run the id again for as long
+	// as it keeps the job's record (7 days by default).
+	ErrExpired = errors.New("job results expired")
+	// ErrSettled is returned by [Client.Cancel] for a job that has already settled.
+	ErrSettled = errors.New("job already settled")
+	// ErrNoSettlement: the job is known but has not settled, and the caller did not wait
+	// ([Client.Settlement]) or stopped waiting ([Client.Watch], wrapped with ctx's error).
+	ErrNoSettlement = errors.New("job not settled")
+)
+
+// SubmitOptions are per-job settings of a publish. The zero value is fine.
+type SubmitOptions struct {
+	// Header is added to the job message, e.g. a W3C traceparent (job.HeaderTraceparent),
+	// which the fleet carries to every message the job produces. Nats-Msg-Id is always the id.
+	Header nats.Header
+}
 
 // Submitted is the outcome of a publish.
 type Submitted struct {
@@ -53,35 +93,60 @@ type Submitted struct {
 	Duplicate bool // a job with this id was already stored; this publish added nothing
 }
 
-// Submit stores req on queue; an empty queue is job.DefaultQueue and an empty req.ID a new UUID.
-// It returns once JetStream has stored the job.
-func (c *Client) Submit(ctx context.Context, queue string, req job.Request) (Submitted, error) {
-	if queue == "" {
-		queue = job.DefaultQueue
-	}
-	if !job.ValidQueue(queue) {
-		return Submitted{}, fmt.Errorf("queue %q: not a valid queue name", queue)
-	}
+// Submit checks req against what the protocol fixes (job.ProtocolPolicy) and stores it on queue.
+// An empty queue is job.DefaultQueue and an empty req.ID a new UUID; o may be nil. A request the
+// fleet would reject for its shape is refused here with a *[job.RejectError] (payload_too_large
+// for a body over the protocol's or the connection's limit), and nothing is stored; a worker may
+// still reject it for its own policy (an unknown language, a limit over its maximum), and then
+// the job settles rejected. It returns once JetStream has stored the job.
+func (c *Client) Submit(ctx context.Context, queue string, req job.Request, o *SubmitOptions) (Submitted, error) {
 	if req.ID == "" {
 		req.ID = uuid.NewString()
 	}
 	if !job.ValidID(req.ID) {
-		return Submitted{}, fmt.Errorf("job id %q: not a valid id", req.ID)
+		return Submitted{}, fmt.Errorf("job id %q: %w", req.ID, job.ErrInvalidID)
+	}
+	p := job.ProtocolPolicy()
+	if _, err := req.Validate(p); err != nil {
+		return Submitted{}, fmt.Errorf("job %s: %w", req.ID, err)
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return Submitted{}, fmt.Errorf("encode job %s: %w", req.ID, err)
 	}
-	return c.SubmitRaw(ctx, queue, req.ID, body)
+	if len(body) > p.MaxBodyBytes {
+		return Submitted{}, fmt.Errorf("job %s: %w", req.ID, &job.RejectError{Reason: job.ReasonPayloadTooLarge,
+			Detail: fmt.Sprintf("body is %d bytes, at most %d", len(body), p.MaxBodyBytes)})
+	}
+	return c.SubmitRaw(ctx, queue, req.ID, body, o)
 }
 
 // SubmitRaw stores body as job id on queue without looking at it; the worker validates it. It is
-// for tools and tests that need to send exactly the bytes they have.
-func (c *Client) SubmitRaw(ctx context.Context, queue, id string, body []byte) (Submitted, error) {
+// for tools and tests that need to send exactly the bytes they have. A body the connection
+// cannot carry is refused with a *[job.RejectError] payload_too_large.
+func (c *Client) SubmitRaw(ctx context.Context, queue, id string, body []byte, o *SubmitOptions) (Submitted, error) {
+	if queue == "" {
+		queue = job.DefaultQueue
+	}
+	if !job.ValidQueue(queue) {
+		return Submitted{}, fmt.Errorf("queue %q: %w", queue, job.ErrInvalidQueue)
+	}
 	msg := nats.NewMsg(c.subjects.Jobs(queue))
 	msg.Data = body
+	if o != nil {
+		for k, vs := range o.Header {
+			msg.Header[k] = vs
+		}
+	}
+	msg.Header.Del(job.HeaderMsgID)
 	if id != "" {
 		msg.Header.Set(job.HeaderMsgID, id)
+	}
+	if nc := c.js.Conn(); nc != nil {
+		if max := nc.MaxPayload(); max > 0 && int64(len(body)+headerBytes(msg.Header)) > max {
+			return Submitted{}, fmt.Errorf("job %s: %w", id, &job.RejectError{Reason: job.ReasonPayloadTooLarge,
+				Detail: fmt.Sprintf("body is %d bytes, the NATS server's max_payload %d", len(body), max)})
+		}
 	}
 	ack, err := c.js.PublishMsg(ctx, msg)
 	if err != nil {
@@ -90,10 +155,31 @@ func (c *Client) SubmitRaw(ctx context.Context, queue, id string, body []byte) (
 	return Submitted{ID: id, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
 }
 
-// Cancel asks the fleet to cancel job id. A job not yet settled settles cancelled.
+// headerBytes is about what h takes in a message: the NATS/1.0 line, each line, the blank line.
+func headerBytes(h nats.Header) int {
+	n := len("NATS/1.0\r\n\r\n")
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + len(": \r\n") + len(v)
+		}
+	}
+	return n
+}
+
+// Cancel asks the fleet to cancel job id, which then settles cancelled: if it runs, its sandbox
+// is killed; if it waits, it never starts. Only a known job is cancelled: for an id the fleet
+// holds nothing of it returns [ErrNotFound] and stores nothing, for a settled job [ErrSettled]
+// (or [ErrExpired]), so that a mistyped id is reported and never poisons a later job with it.
 func (c *Client) Cancel(ctx context.Context, id string) error {
 	if !job.ValidID(id) {
-		return fmt.Errorf("job id %q: not a valid id", id)
+		return fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
+	}
+	st, _, err := c.lookup(ctx, id)
+	switch {
+	case err != nil:
+		return fmt.Errorf("cancel %s: %w", id, err)
+	case st == stateSettled:
+		return fmt.Errorf("cancel %s: %w", id, ErrSettled)
 	}
 	if _, err := c.js.Publish(ctx, c.subjects.Cancel(id), nil); err != nil {
 		return fmt.Errorf("publish cancel %s: %w", id, err)
@@ -101,120 +187,33 @@ func (c *Client) Cancel(ctx context.Context, id string) error {
 	return nil
 }
 
-// Page is one stored piece of a job's output.
-type Page struct {
-	Stream   string // job.Stdout or job.Stderr
-	Index    int64  // over the whole job
-	Offset   int64  // within Stream
-	Attempt  int64
-	Data     []byte
-	Sequence uint64 // in the results stream: where [Client.WatchFrom] resumes
-}
-
-// watchInactive is how long the server keeps the consumer of a watch that ended and was not
-// deleted.
-const watchInactive = 5 * time.Second
-
-// dropConsumer deletes a finished watch's consumer at once. A stream holds at most 1,000
-// consumers by default (nats-server's default_max_consumers), so every watch of the fleet —
-// submit's, the gateway's waiting requests — counts against that; a consumer left to expire
-// would keep its place for watchInactive after the watch.
-func (c *Client) dropConsumer(ctx context.Context, cons jetstream.Consumer) {
-	info := cons.CachedInfo()
-	if info == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = c.js.DeleteConsumer(ctx, c.subjects.ResultsStream(), info.Name) // best effort: the threshold is the backstop
-}
-
-// ErrNoSettlement is returned by [Client.Watch] when ctx ends before the job settled.
-var ErrNoSettlement = errors.New("job not settled")
-
-// Watch replays job id's pages from the start, calls onPage for each as it is stored, and returns
-// the settlement. It follows a running job live, and returns at once for a settled one.
-func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) (job.Settlement, error) {
-	return c.WatchFrom(ctx, id, 0, onPage)
-}
-
-// WatchFrom is [Client.Watch] that skips what the results stream stored up to sequence after, so
-// that a watcher which saw the page of [Page.Sequence] after resumes with the next one.
-func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage func(Page) error) (job.Settlement, error) {
+// Settlement returns job id's settlement without waiting. It returns an error wrapping
+// [ErrNoSettlement] while the job is known and not settled, [ErrExpired] when its results have
+// expired, and [ErrNotFound] for an id the fleet holds nothing of.
+func (c *Client) Settlement(ctx context.Context, id string) (job.Settlement, error) {
 	var st job.Settlement
-	if !job.ValidID(id) {
-		return st, fmt.Errorf("job id %q: not a valid id", id)
-	}
-	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.subjects.Results(id)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		// The server's backstop for a consumer that dropConsumer could not delete (nats.go's
-		// default is 5 min). A live watch always has a pull pending.
-		InactiveThreshold: watchInactive,
-	}
-	if after > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
-	}
-	cons, err := c.js.OrderedConsumer(ctx, c.subjects.ResultsStream(), cfg)
+	raw, err := c.SettlementJSON(ctx, id)
 	if err != nil {
-		return st, fmt.Errorf("watch %s: %w", id, err)
+		return st, err
 	}
-	defer c.dropConsumer(ctx, cons)
-	it, err := cons.Messages()
-	if err != nil {
-		return st, fmt.Errorf("watch %s: %w", id, err)
+	if err := json.Unmarshal(raw, &st); err != nil {
+		return st, fmt.Errorf("decode settlement of %s: %w", id, err)
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	defer it.Stop()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil {
-				return st, fmt.Errorf("watch %s: %w", id, ErrNoSettlement)
-			}
-			return st, fmt.Errorf("watch %s: %w", id, err)
-		}
-		if m.Subject() == c.subjects.Settled(id) {
-			if err := json.Unmarshal(m.Data(), &st); err != nil {
-				return st, fmt.Errorf("decode settlement of %s: %w", id, err)
-			}
-			return st, nil
-		}
-		if onPage == nil {
-			continue
-		}
-		h := m.Headers()
-		p := Page{Stream: h.Get(job.HeaderStream), Data: m.Data()}
-		if meta, err := m.Metadata(); err == nil {
-			p.Sequence = meta.Sequence.Stream
-		}
-		p.Index, _ = strconv.ParseInt(h.Get(job.HeaderPage), 10, 64)
-		p.Offset, _ = strconv.ParseInt(h.Get(job.HeaderOffset), 10, 64)
-		p.Attempt, _ = strconv.ParseInt(h.Get(job.HeaderAttempt), 10, 64)
-		if err := onPage(p); err != nil {
-			return st, err
-		}
-	}
+	return st, nil
 }
 
-// Settlement returns job id's settlement as stored, without waiting: the raw JSON, so that fields
-// this version of [job.Settlement] does not know yet reach the caller. It returns
-// [ErrNoSettlement] while none is stored.
-func (c *Client) Settlement(ctx context.Context, id string) (json.RawMessage, error) {
+// SettlementJSON is [Client.Settlement] as stored: the raw JSON, so that fields this version of
+// [job.Settlement] does not know yet reach the caller (a proxy, a newer fleet).
+func (c *Client) SettlementJSON(ctx context.Context, id string) (json.RawMessage, error) {
 	if !job.ValidID(id) {
-		return nil, fmt.Errorf("job id %q: not a valid id", id)
+		return nil, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
 	}
-	s, err := c.js.Stream(ctx, c.subjects.ResultsStream())
-	if err != nil {
+	st, raw, err := c.lookup(ctx, id)
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("settlement of %s: %w", id, err)
-	}
-	m, err := s.GetLastMsgForSubject(ctx, c.subjects.Settled(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	case st != stateSettled:
 		return nil, fmt.Errorf("settlement of %s: %w", id, ErrNoSettlement)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("settlement of %s: %w", id, err)
-	}
-	return m.Data, nil
+	return raw, nil
 }

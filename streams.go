@@ -19,6 +19,11 @@ type StreamOptions struct {
 	ResultsMaxAge time.Duration // default 24 h
 	ControlMaxAge time.Duration // default 24 h
 	Replicas      int           // default 1; an existing stream with fewer is raised to it
+
+	// ExpiryMarkers is how long the results stream keeps a marker on a job's subjects once its
+	// results aged out, so that a lookup says [ErrExpired] rather than [ErrNotFound] for about as
+	// long as the fleet keeps the job's record; default 6 days (7 days less the 24 h MaxAge).
+	ExpiryMarkers time.Duration
 }
 
 // StreamConfigs returns the configurations of the three streams of s.
@@ -42,6 +47,9 @@ func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			MaxAge:      cmp.Or(o.ResultsMaxAge, 24*time.Hour),
 			Replicas:    replicas,
+			// nats-server leaves a marker when MaxAge removes a subject's last message.
+			AllowMsgTTL:            true,
+			SubjectDeleteMarkerTTL: cmp.Or(o.ExpiryMarkers, 6*24*time.Hour),
 		},
 		{
 			Name:        s.ControlStream(),

@@ -134,7 +134,7 @@ func runJobs(t *testing.T, c *runfleet.Client, reqs []job.Request, within time.D
 	t.Helper()
 	for _, req := range reqs {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-		_, err := c.Submit(ctx, "", req)
+		_, err := c.Submit(ctx, "", req, nil)
 		cancel()
 		if err != nil {
 			t.Fatal(err)

@@ -19,6 +19,7 @@ type Request struct {
 	Language string            `json:"language"`
 	Code     string            `json:"code"`
 	Preload  string            `json:"preload,omitempty"`
+	Args     []string          `json:"args,omitempty"` // the program's arguments: sys.argv[1:], process.argv.slice(2)
 	Stdin    string            `json:"stdin,omitempty"`
 	Env      map[string]string `json:"env,omitempty"`
 	Files    []File            `json:"files,omitempty"`
@@ -48,8 +49,8 @@ type Bounds struct {
 // request.
 type Policy struct {
 	Default      Bounds
-	Min          Bounds // a zero field means 1
-	Max          Bounds
+	Min          Bounds            // a zero field means 1
+	Max          Bounds            // a zero field means no maximum
 	MaxBodyBytes int               // the whole message body
 	MaxFiles     int               // entries in files
 	MaxEnv       int               // entries in env
@@ -69,6 +70,16 @@ func DefaultPolicy() Policy {
 		MaxFiles:     256,
 		MaxEnv:       128,
 	}
+}
+
+// ProtocolPolicy is what the protocol itself fixes — the body size, the shape of every field, the
+// sign of every limit — without a worker's configuration: any language, no maxima. A publisher
+// checks a request against it before sending, so that what it can know is wrong fails at once; a
+// worker's own policy may still reject the job, and then it settles rejected.
+func ProtocolPolicy() Policy {
+	p := DefaultPolicy()
+	p.Max = Bounds{}
+	return p
 }
 
 // RejectError says why a request is invalid; Reason is the code a rejected settlement carries.
@@ -92,6 +103,9 @@ var (
 	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	labelName = regexp.MustCompile(`^[a-z0-9_.-]{1,63}$`)
 )
+
+// MaxArgs bounds a request's args; the body's size bounds their bytes.
+const MaxArgs = 1024
 
 // Bounds of labels, which every settlement of the job carries.
 const (
@@ -143,6 +157,13 @@ func (r *Request) Validate(p Policy) (Bounds, error) {
 		return Bounds{}, reject(ReasonInvalidCode, "code contains NUL")
 	case strings.ContainsRune(r.Preload, 0):
 		return Bounds{}, reject(ReasonInvalidPreload, "preload contains NUL")
+	case len(r.Args) > MaxArgs:
+		return Bounds{}, reject(ReasonInvalidArgs, "%d arguments, at most %d", len(r.Args), MaxArgs)
+	}
+	for i, a := range r.Args {
+		if strings.ContainsRune(a, 0) {
+			return Bounds{}, reject(ReasonInvalidArgs, "argument %d contains NUL", i)
+		}
 	}
 	if p.MaxEnv > 0 && len(r.Env) > p.MaxEnv {
 		return Bounds{}, reject(ReasonInvalidEnv, "%d variables, at most %d", len(r.Env), p.MaxEnv)

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"strconv"
 	"time"
 	"unicode/utf8"
 )
@@ -47,6 +48,7 @@ const (
 	ReasonMissingCode      Reason = "missing_code"
 	ReasonInvalidCode      Reason = "invalid_code"
 	ReasonInvalidPreload   Reason = "invalid_preload"
+	ReasonInvalidArgs      Reason = "invalid_args"
 	ReasonInvalidStdin     Reason = "invalid_stdin"
 	ReasonPayloadTooLarge  Reason = "payload_too_large"
 	ReasonInvalidLimits    Reason = "invalid_limits"
@@ -99,6 +101,41 @@ type Settlement struct {
 	StartedAt        time.Time         `json:"started_at,omitzero"`
 	FinishedAt       time.Time         `json:"finished_at,omitzero"`
 	SettledAt        time.Time         `json:"settled_at"`
+}
+
+// Err returns nil when the job succeeded. Otherwise it returns a *[RejectError] for a rejected job
+// (as a publisher's own validation does) and a *[OutcomeError] for every other status.
+func (s Settlement) Err() error {
+	switch s.Status {
+	case StatusSucceeded:
+		return nil
+	case StatusRejected:
+		return &RejectError{Reason: s.Reason, Detail: s.Detail}
+	}
+	return &OutcomeError{JobID: s.JobID, Status: s.Status, Reason: s.Reason, Detail: s.Detail, ExitCode: s.ExitCode}
+}
+
+// OutcomeError is a job that settled neither succeeded nor rejected.
+type OutcomeError struct {
+	JobID    string
+	Status   Status
+	Reason   Reason
+	Detail   string
+	ExitCode *int
+}
+
+func (e *OutcomeError) Error() string {
+	msg := "job " + e.JobID + " " + string(e.Status)
+	if e.Reason != "" {
+		msg += ": " + string(e.Reason)
+	}
+	if e.ExitCode != nil && e.Reason == ReasonExitNonzero {
+		msg += " " + strconv.Itoa(*e.ExitCode)
+	}
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
 }
 
 // Ran reports whether the status says the code certainly ran.

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -16,6 +17,13 @@ var (
 	prefixPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 	queuePattern  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+)
+
+// Errors of names that do not match PROTOCOL.md's patterns; callers wrap them with the name.
+var (
+	ErrInvalidID     = errors.New("not a valid job id (" + idPattern.String() + ")")
+	ErrInvalidQueue  = errors.New("not a valid queue name (" + queuePattern.String() + ")")
+	ErrInvalidPrefix = errors.New("not a valid prefix (" + prefixPattern.String() + ")")
 )
 
 // ValidID reports whether id may name a job: one NATS subject token and one Redis key segment.
@@ -36,7 +44,7 @@ func NewSubjects(prefix string) (Subjects, error) {
 		prefix = DefaultPrefix
 	}
 	if !prefixPattern.MatchString(prefix) {
-		return Subjects{}, fmt.Errorf("prefix %q: want lower-case letters, digits, '-' or '_'", prefix)
+		return Subjects{}, fmt.Errorf("prefix %q: %w", prefix, ErrInvalidPrefix)
 	}
 	return Subjects{prefix: prefix, stream: strings.ToUpper(strings.ReplaceAll(prefix, "-", "_"))}, nil
 }

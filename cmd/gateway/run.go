@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -12,8 +11,6 @@ import (
 	"os"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/cli"
@@ -38,9 +35,10 @@ Flags:
 `
 
 type config struct {
-	listen, natsURL, prefix, queue, apiKey, dependencies string
-	streamReplicas                                       int
-	maxWait, timeout, grace                              time.Duration
+	listen, prefix, queue, apiKey, dependencies string
+	nats                                        cli.NATS
+	streamReplicas                              int
+	maxWait, timeout, grace                     time.Duration
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
@@ -49,7 +47,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8194", "HTTP address (8194 is dify-sandbox's port)")
-	fs.StringVar(&c.natsURL, "nats-url", nats.DefaultURL, "NATS server(s), comma separated")
+	c.nats.Register(fs)
 	fs.StringVar(&c.prefix, "prefix", job.DefaultPrefix, "subject and stream prefix of the fleet")
 	fs.StringVar(&c.queue, "queue", job.DefaultQueue, "queue jobs go to (POST /v1/jobs?queue= overrides it)")
 	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
@@ -64,13 +62,13 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs, c := flags(stderr)
 	if err := cli.Parse(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	if c.apiKey == "" {
 		return gateway.ErrNoKey
+	}
+	if _, err := c.nats.Options(); err != nil {
+		return err
 	}
 	deps := map[string][]gateway.Dependency{}
 	if c.dependencies != "" {
@@ -85,7 +83,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	nc, err := cli.ConnectNATS(c.natsURL, "runfleet-gateway", log)
+	nc, err := cli.ConnectNATS(c.nats, "runfleet-gateway", log)
 	if err != nil {
 		return err
 	}
@@ -110,7 +108,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- srv.Serve(ln) })
-	log.Info("gateway started", "version", version, "listen", ln.Addr().String(), "nats_url", c.natsURL,
+	log.Info("gateway started", "version", version, "listen", ln.Addr().String(), "nats_url", c.nats.URL,
 		"prefix", c.prefix, "queue", c.queue, "max_wait", c.maxWait.String())
 	select {
 	case <-ctx.Done():

@@ -36,6 +36,9 @@ func TestRefusesToStart(t *testing.T) {
 		{"listen address invalid", []string{"--nats-url", n.URL, "--api-key", "k", "--listen", "256.0.0.1:1"}, nil, "--listen"},
 		{"replicas a single server cannot keep", []string{"--nats-url", n.URL, "--api-key", "k", "--prefix", "gwrepl", "--stream-replicas", "3"}, nil, "GWREPL_JOBS"},
 		{"dependencies missing", []string{"--api-key", "k", "--dependencies", "/nonexistent"}, nil, "--dependencies"},
+		{"creds file missing", []string{"--nats-url", "nats://127.0.0.1:1", "--api-key", "k", "--nats-creds", "/nonexistent"}, nil, "--nats-creds"},
+		{"CA file not PEM", []string{"--nats-url", "nats://127.0.0.1:1", "--api-key", "k", "--nats-tls-ca", "/dev/null"}, nil, "no PEM certificate"},
+		{"unknown flag", []string{"--bogus"}, nil, "flag provided but not defined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr testenv.Buffer

@@ -7,15 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 
 	"github.com/runfleet/runfleet"
@@ -23,13 +20,16 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
+// version is set by the build.
+var version = "dev"
+
 // Exit codes besides the program's own.
 const (
 	exitTimedOut = 124
 	exitOther    = 125 // rejected, error, expired, cancelled, unknown, or submit's own failure
 )
 
-const usage = `usage: submit [flags] [FILE|-]
+const usage = `usage: submit [flags] [FILE|-] [-- ARGS...]
        submit watch ID
        submit cancel ID
        submit workers
@@ -40,37 +40,76 @@ arrive on submit's own as the worker stores them, and submit exits with the prog
 (124 when it timed out; 125 when it was rejected, cancelled, expired, or ended in error or
 unknown, with one line on stderr saying which and why).
 
+Flags go anywhere on the line; what follows -- is the program's arguments (sys.argv[1:],
+process.argv.slice(2)). When submit's standard input is a pipe or a file, it becomes the job's
+stdin (unless FILE is -, or --stdin or --stdin-file is given); a terminal is never read.
+
 Ctrl-C while waiting cancels the job and waits for its settlement; a second Ctrl-C leaves the job
-running and prints how to watch it.
+running and prints how to watch it. Ctrl-C in submit watch only stops watching (exit 130).
 
 Examples:
   submit --lang python3 --code 'print(6*7)'
   echo 'import sys; sys.exit(3)' | submit --lang python3 -
-  submit script.js --stdin "$(cat input.txt)" --env MODE=fast --timeout 5s
+  submit script.js --env MODE=fast --timeout 5s < input.txt
+  submit report.py --file data.csv --label team=ml -- --month 2026-11
   submit --no-wait analysis.py            # prints the job id
   submit watch 6b0f…                      # replay and follow a job
   submit --json --code 'print(1)' --lang python3 | jq .status
 
-Every flag also reads RUNFLEET_<NAME> from the environment (--nats-url ↔ RUNFLEET_NATS_URL).
+The connection flags (--nats-*, --prefix, --queue, --stream-replicas) also read RUNFLEET_<NAME>
+from the environment (--nats-url ↔ RUNFLEET_NATS_URL); the job's own flags read nothing from it.
 
 Flags:
 `
 
 type options struct {
-	replicas                                                                          int
-	natsURL, prefix, queue, lang, code, stdin, id, timeout, outputBytes, memory, pids string
-	env, files                                                                        cli.List
-	noWait, json                                                                      bool
+	conn                                                         cli.NATS
+	replicas                                                     int
+	prefix, queue                                                string
+	lang, code, preload, stdin, stdinFile, id, timeout, deadline string
+	outputBytes, memory, pids                                    string
+	env, files, labels                                           cli.List
+	noWait, json                                                 bool
 }
 
 // connectionFlags are the flags that also read RUNFLEET_* (CLI.md); the per-job flags read none.
-var connectionFlags = []string{"nats-url", "prefix", "queue", "stream-replicas"}
+var connectionFlags = slices.Concat(cli.NATSFlags, []string{"prefix", "queue", "stream-replicas"})
 
 func commonFlags(fs *flag.FlagSet, o *options) {
-	fs.StringVar(&o.natsURL, "nats-url", nats.DefaultURL, "NATS server(s), comma separated")
+	o.conn.Register(fs)
 	fs.StringVar(&o.prefix, "prefix", job.DefaultPrefix, "subject and stream prefix of the fleet")
 	fs.StringVar(&o.queue, "queue", job.DefaultQueue, "queue to submit to")
 	fs.IntVar(&o.replicas, "stream-replicas", 1, "JetStream replicas of the streams when submit creates or raises them")
+}
+
+// runFlags is the flag set of `submit [flags] FILE`: the connection, the job, and what to do
+// once it is stored. A feature with flags of its own adds them here.
+func runFlags(o *options, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	commonFlags(fs, o)
+	jobFlags(fs, o)
+	fs.BoolVar(&o.noWait, "no-wait", false, "print the job id and exit 0 once the job is stored")
+	fs.BoolVar(&o.json, "json", false, "print the settlement as JSON instead of the output")
+	return fs
+}
+
+func jobFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.lang, "lang", "", "profile name (python3, nodejs); guessed from FILE's extension")
+	fs.StringVar(&o.code, "code", "", "the code as a string, instead of FILE")
+	fs.StringVar(&o.preload, "preload", "", "code run first, in the same scope as the program")
+	fs.StringVar(&o.stdin, "stdin", "", "what the program reads on its standard input")
+	fs.StringVar(&o.stdinFile, "stdin-file", "", "a file the program reads on its standard input")
+	fs.Var(&o.env, "env", "K=V: an environment variable of the program (repeatable)")
+	fs.Var(&o.files, "file", "SRC[:DEST]: a file written under /workspace, with SRC's mode, before the code runs (repeatable)")
+	fs.Var(&o.labels, "label", "K=V: a label every settlement of the job carries (repeatable)")
+	fs.StringVar(&o.timeout, "timeout", "", "wall-clock limit, e.g. 10s (default: the worker's)")
+	fs.StringVar(&o.outputBytes, "output-bytes", "", "limit of stdout and stderr together, e.g. 1m")
+	fs.StringVar(&o.memory, "memory", "", "memory limit, e.g. 256m")
+	fs.StringVar(&o.pids, "pids", "", "process limit")
+	fs.StringVar(&o.deadline, "deadline", "", "latest start: an RFC 3339 time or a duration from now (e.g. 10m); later, the job settles expired")
+	fs.StringVar(&o.id, "id", "", "job id (default: a new UUID)")
 }
 
 func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -81,29 +120,14 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 		}
 	}
 	var o options
-	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	commonFlags(fs, &o)
-	fs.StringVar(&o.lang, "lang", "", "profile name (python3, nodejs); guessed from FILE's extension")
-	fs.StringVar(&o.code, "code", "", "the code as a string, instead of FILE")
-	fs.StringVar(&o.stdin, "stdin", "", "what the program reads on its standard input")
-	fs.Var(&o.env, "env", "K=V: an environment variable of the program (repeatable)")
-	fs.Var(&o.files, "file", "SRC[:DEST]: a file written under /workspace before the code runs (repeatable)")
-	fs.StringVar(&o.timeout, "timeout", "", "wall-clock limit, e.g. 10s (default: the worker's)")
-	fs.StringVar(&o.outputBytes, "output-bytes", "", "limit of stdout and stderr together, e.g. 1m")
-	fs.StringVar(&o.memory, "memory", "", "memory limit, e.g. 256m")
-	fs.StringVar(&o.pids, "pids", "", "process limit")
-	fs.StringVar(&o.id, "id", "", "job id (default: a new UUID)")
-	fs.BoolVar(&o.noWait, "no-wait", false, "print the job id and exit 0 once the job is stored")
-	fs.BoolVar(&o.json, "json", false, "print the settlement as JSON instead of the output")
-	if err := cli.ParseEnvOf(fs, args, getenv, connectionFlags...); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitOther
+	fs := runFlags(&o, stderr)
+	files, progArgs, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
+	if err != nil {
+		return parseFailed(stdout, stderr, err)
 	}
-	req, err := buildRequest(&o, fs.Args(), stdin)
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	req, err := buildRequest(&o, given, files, progArgs, stdin)
 	if err != nil {
 		return fail(stderr, err)
 	}
@@ -113,7 +137,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	}
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	sub, err := c.Submit(ctx, o.queue, req)
+	sub, err := c.Submit(ctx, o.queue, req, nil)
 	cancel()
 	if err != nil {
 		return fail(stderr, err)
@@ -125,14 +149,23 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 		fmt.Fprintln(stdout, sub.ID)
 		return 0
 	}
-	return follow(sigs, c, sub.ID, o.json, stdout, stderr)
+	return follow(sigs, c, sub.ID, o.json, false, stdout, stderr)
+}
+
+// parseFailed reports a command line that did not parse, --help or --version, and returns the
+// exit code: 0 for the last two, submit's own 125 otherwise.
+func parseFailed(stdout, stderr io.Writer, err error) int {
+	if cli.Exit(stdout, stderr, "submit", version, err) == 0 {
+		return 0
+	}
+	return exitOther
 }
 
 // connect returns a client and its connection; the caller closes the connection.
 func connect(o options) (*runfleet.Client, *nats.Conn, error) {
-	nc, err := nats.Connect(o.natsURL, nats.Name("runfleet-submit"), nats.Timeout(5*time.Second))
+	nc, err := o.conn.Connect("runfleet-submit")
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (is a worker --dev or nats-server running?)", o.natsURL, err)
+		return nil, nil, fmt.Errorf("%w (is a worker --dev or nats-server running?)", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -150,127 +183,36 @@ func fail(stderr io.Writer, err error) int {
 	return exitOther
 }
 
-var extLang = map[string]string{".py": "python3", ".js": "nodejs", ".mjs": "nodejs", ".cjs": "nodejs"}
+// exitDetached is submit watch's exit code after Ctrl-C: 128 + SIGINT, what a shell reports
+// for docker logs -f or tail -f stopped the same way.
+const exitDetached = 130
 
-func buildRequest(o *options, args []string, stdin io.Reader) (job.Request, error) {
-	req := job.Request{ID: o.id, Language: o.lang, Code: o.code, Stdin: o.stdin}
-	switch {
-	case len(args) > 1:
-		return req, fmt.Errorf("one FILE at most, got %d (flags go before FILE)", len(args))
-	case len(args) == 1 && o.code != "":
-		return req, errors.New("give --code or FILE, not both")
-	case len(args) == 1 && args[0] == "-":
-		b, err := io.ReadAll(stdin)
-		if err != nil {
-			return req, fmt.Errorf("read code from stdin: %w", err)
-		}
-		req.Code = string(b)
-	case len(args) == 1:
-		b, err := os.ReadFile(args[0])
-		if err != nil {
-			return req, err
-		}
-		req.Code = string(b)
-		if req.Language == "" {
-			req.Language = extLang[strings.ToLower(filepath.Ext(args[0]))]
-		}
-	case o.code == "":
-		return req, errors.New("no code: give FILE, - for stdin, or --code (see submit --help)")
-	}
-	if req.Language == "" {
-		return req, errors.New("no language: give --lang python3 or --lang nodejs")
-	}
-	for _, kv := range o.env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return req, fmt.Errorf("--env %q: want K=V", kv)
-		}
-		if req.Env == nil {
-			req.Env = map[string]string{}
-		}
-		req.Env[k] = v
-	}
-	for _, f := range o.files {
-		src, dest, ok := strings.Cut(f, ":")
-		if !ok {
-			dest = filepath.Base(src)
-		}
-		b, err := os.ReadFile(src)
-		if err != nil {
-			return req, fmt.Errorf("--file: %w", err)
-		}
-		req.Files = append(req.Files, job.File{Path: dest, Content: b})
-	}
-	var err error
-	if o.timeout != "" {
-		d, perr := time.ParseDuration(o.timeout)
-		if perr != nil || d <= 0 {
-			return req, fmt.Errorf("--timeout %q: want a positive duration like 10s", o.timeout)
-		}
-		req.Limits.Timeout = d
-	}
-	if req.Limits.OutputBytes, err = optBytes("--output-bytes", o.outputBytes); err != nil {
-		return req, err
-	}
-	if req.Limits.MemoryBytes, err = optBytes("--memory", o.memory); err != nil {
-		return req, err
-	}
-	if o.pids != "" {
-		n, perr := strconv.ParseInt(o.pids, 10, 64)
-		if perr != nil || n <= 0 {
-			return req, fmt.Errorf("--pids %q: want a positive whole number", o.pids)
-		}
-		req.Limits.Pids = n
-	}
-	if req.ID == "" {
-		req.ID = uuid.NewString()
-	}
-	return req, nil
-}
-
-// optBytes parses sizes like 1048576, 64k, 256m, 1g (powers of 1024); "" is 0, the default.
-func optBytes(flagName, s string) (int64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	mult := int64(1)
-	switch strings.ToLower(s[len(s)-1:]) {
-	case "k":
-		mult = 1 << 10
-	case "m":
-		mult = 1 << 20
-	case "g":
-		mult = 1 << 30
-	}
-	num := s
-	if mult > 1 {
-		num = s[:len(s)-1]
-	}
-	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n <= 0 || n > math.MaxInt64/mult {
-		return 0, fmt.Errorf("%s %q: want a positive size like 65536, 64k or 256m", flagName, s)
-	}
-	return n * mult, nil
-}
-
-// follow streams job id's pages and returns the exit code its settlement calls for.
-func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, asJSON bool, stdout, stderr io.Writer) int {
+// follow streams job id's pages and returns the exit code its settlement calls for. On Ctrl-C
+// it cancels the job and waits for its settlement (a second Ctrl-C leaves the job running); with
+// detach (submit watch, which did not start the job) it only stops watching.
+func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, asJSON, detach bool, stdout, stderr io.Writer) int {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer close(done)
+	var detached atomic.Bool
 	wg.Go(func() {
 		select {
 		case <-sigs:
 		case <-done:
 			return
 		}
+		if detach {
+			detached.Store(true)
+			stop()
+			return
+		}
 		fmt.Fprintf(stderr, "submit: cancelling job %s (Ctrl-C again to leave it running)\n", id)
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := c.Cancel(cctx, id); err != nil {
-			fmt.Fprintln(stderr, "submit:", err)
+			fmt.Fprintln(stderr, "submit:", describe(id, err))
 		}
 		cancel()
 		select {
@@ -291,11 +233,14 @@ func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, asJSON bool, s
 		_, err := w.Write(p.Data)
 		return err
 	})
-	if errors.Is(err, runfleet.ErrNoSettlement) {
+	switch {
+	case detached.Load() && errors.Is(err, runfleet.ErrNoSettlement):
+		fmt.Fprintf(stderr, "submit: stopped watching job %s; it goes on\n", id)
+		return exitDetached
+	case errors.Is(err, runfleet.ErrNoSettlement):
 		return exitOther
-	}
-	if err != nil {
-		return fail(stderr, err)
+	case err != nil:
+		return fail(stderr, describe(id, err))
 	}
 	if asJSON {
 		enc := json.NewEncoder(stdout)
@@ -303,6 +248,19 @@ func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, asJSON bool, s
 		_ = enc.Encode(st)
 	}
 	return exitCode(st, stderr)
+}
+
+// describe says in words what a lookup of job id found, for the errors a user meets.
+func describe(id string, err error) error {
+	switch {
+	case errors.Is(err, runfleet.ErrNotFound):
+		return fmt.Errorf("no job %s: the fleet holds nothing of it (never submitted, or settled and long expired)", id)
+	case errors.Is(err, runfleet.ErrExpired):
+		return fmt.Errorf("job %s settled and its results have expired", id)
+	case errors.Is(err, runfleet.ErrSettled):
+		return fmt.Errorf("job %s has already settled; nothing to cancel", id)
+	}
+	return err
 }
 
 func exitCode(st job.Settlement, stderr io.Writer) int {

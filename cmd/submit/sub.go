@@ -27,22 +27,36 @@ func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(s
 	var o options
 	fs := flag.NewFlagSet("submit "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
 	commonFlags(fs, &o)
 	fs.BoolVar(&o.json, "json", false, "watch: print the settlement as JSON instead of the output")
-	jobs := fs.Int("jobs", 200, "bench: jobs to send")
-	conc := fs.Int("concurrency", 16, "bench: jobs in flight at once")
-	lang := fs.String("lang", "python3", "bench: profile")
-	code := fs.String("code", "pass", "bench: code of every job")
-	if err := cli.ParseEnvOf(fs, args, getenv, connectionFlags...); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitOther
+	var b benchOptions
+	if name == "bench" {
+		fs.IntVar(&b.jobs, "jobs", 200, "jobs to send")
+		fs.IntVar(&b.concurrency, "concurrency", 16, "jobs in flight at once")
+		fs.StringVar(&b.lang, "lang", "python3", "profile of every job")
+		fs.StringVar(&b.code, "code", "pass", "code of every job")
+	}
+	pos, _, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
+	if err != nil {
+		return parseFailed(stdout, stderr, err)
 	}
 	needID := name == "watch" || name == "cancel"
-	if needID && (fs.NArg() != 1 || !job.ValidID(fs.Arg(0))) {
-		fmt.Fprintf(stderr, "usage: submit %s ID\n", name)
+	switch {
+	case needID && len(pos) != 1:
+		cli.Fail(stderr, "submit", fmt.Errorf("usage: submit %s ID", name))
 		return exitOther
+	case needID && !job.ValidID(pos[0]):
+		cli.Fail(stderr, "submit", fmt.Errorf("%q: %w", pos[0], job.ErrInvalidID))
+		return exitOther
+	case !needID && len(pos) > 0:
+		cli.Fail(stderr, "submit", fmt.Errorf("submit %s takes no arguments, got %q", name, pos))
+		return exitOther
+	case name == "bench":
+		if err := b.validate(); err != nil {
+			cli.Fail(stderr, "submit", err)
+			return exitOther
+		}
 	}
 	c, nc, err := connect(o)
 	if err != nil {
@@ -51,20 +65,38 @@ func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(s
 	defer nc.Close()
 	switch name {
 	case "watch":
-		return follow(sigs, c, fs.Arg(0), o.json, stdout, stderr)
+		return follow(sigs, c, pos[0], o.json, true, stdout, stderr)
 	case "cancel":
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := c.Cancel(ctx, fs.Arg(0)); err != nil {
-			return fail(stderr, err)
+		if err := c.Cancel(ctx, pos[0]); err != nil {
+			return fail(stderr, describe(pos[0], err))
 		}
-		fmt.Fprintf(stderr, "submit: cancel of %s stored\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "submit: cancel of job %s stored\n", pos[0])
 		return 0
 	case "workers":
 		return workers(nc, c.Subjects(), stdout, stderr)
 	default:
-		return bench(c, nc, o.queue, *jobs, *conc, *lang, *code, stdout, stderr)
+		return bench(c, nc, o.queue, b, stdout, stderr)
 	}
+}
+
+// benchOptions are submit bench's own flags.
+type benchOptions struct {
+	jobs, concurrency int
+	lang, code        string
+}
+
+func (b benchOptions) validate() error {
+	switch {
+	case b.jobs < 1:
+		return fmt.Errorf("--jobs %d: want at least 1", b.jobs)
+	case b.concurrency < 1:
+		return fmt.Errorf("--concurrency %d: want at least 1", b.concurrency)
+	case b.lang == "" || b.code == "":
+		return errors.New("--lang and --code: want a profile and some code")
+	}
+	return nil
 }
 
 // heartbeat is the part of a worker's heartbeat that `submit workers` prints.
@@ -146,7 +178,9 @@ func workers(nc *nats.Conn, s job.Subjects, stdout, stderr io.Writer) int {
 
 // bench sends jobs with a bounded number in flight and reports jobs/s and the latency from
 // publish to settlement.
-func bench(c *runfleet.Client, nc *nats.Conn, queue string, n, conc int, lang, code string, stdout, stderr io.Writer) int {
+// It exits 1 when a job did not succeed.
+func bench(c *runfleet.Client, nc *nats.Conn, queue string, b benchOptions, stdout, stderr io.Writer) int {
+	n, conc, lang, code := b.jobs, b.concurrency, b.lang, b.code
 	s := c.Subjects()
 	var mu sync.Mutex
 	sent := map[string]time.Time{}
@@ -185,7 +219,7 @@ func bench(c *runfleet.Client, nc *nats.Conn, queue string, n, conc int, lang, c
 		sent[req.ID] = time.Now()
 		mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := c.Submit(ctx, queue, req)
+		_, err := c.Submit(ctx, queue, req, nil)
 		cancel()
 		if err != nil {
 			return fail(stderr, err)
@@ -206,6 +240,10 @@ func bench(c *runfleet.Client, nc *nats.Conn, queue string, n, conc int, lang, c
 	fmt.Fprintf(stdout, "publish→settlement p50 %v  p90 %v  p99 %v  max %v\n", pct(.5).Round(time.Microsecond*100),
 		pct(.9).Round(time.Microsecond*100), pct(.99).Round(time.Microsecond*100), lat[len(lat)-1].Round(time.Microsecond*100))
 	fmt.Fprintf(stdout, "statuses %s\n", statusLine(statuses))
+	if statuses[job.StatusSucceeded] != n {
+		fmt.Fprintf(stderr, "submit: bench: %d of %d jobs did not succeed\n", n-statuses[job.StatusSucceeded], n)
+		return 1
+	}
 	return 0
 }
 

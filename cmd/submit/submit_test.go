@@ -116,13 +116,7 @@ func TestExitCodesAndStreams(t *testing.T) {
 	if err := os.WriteFile(data, []byte("file content"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct {
-		name           string
-		stdin          string
-		args           []string
-		code           int
-		stdout, stderr string // substrings
-	}{
+	cases := []runCase{
 		{name: "python prints", args: []string{"--lang", "python3", "--code", "print(6*7)"}, code: 0, stdout: "42\n"},
 		{name: "node prints", args: []string{"--lang", "nodejs", "--code", "console.log(6*7)"}, code: 0, stdout: "42\n"},
 		{name: "code from stdin exits 3", stdin: "import sys; sys.exit(3)", args: []string{"--lang", "python3", "-"}, code: 3},
@@ -138,16 +132,7 @@ func TestExitCodesAndStreams(t *testing.T) {
 		{name: "no language", args: []string{"--code", "x"}, code: 125, stderr: "no language"},
 		{name: "bad env flag", args: []string{"--lang", "python3", "--env", "novalue", "--code", "x"}, code: 125, stderr: "want K=V"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			got := submit(t, c.stdin, c.args...)
-			if got.code != c.code || !strings.Contains(got.stdout, c.stdout) || !strings.Contains(got.stderr, c.stderr) {
-				t.Errorf("submit %v = exit %d, stdout %q, stderr %q; want exit %d, stdout ∋ %q, stderr ∋ %q",
-					c.args, got.code, got.stdout, got.stderr, c.code, c.stdout, c.stderr)
-			}
-		})
-	}
+	runCases(t, cases)
 }
 
 func TestNoWaitThenWatch(t *testing.T) {
@@ -262,4 +247,27 @@ func TestWorkers(t *testing.T) {
 		t.Errorf("row %q: want arch %s, provider namespace, cgroup v1|v2, 2 slots, 0 waiting", row, runtime.GOARCH)
 	}
 	t.Logf("submit workers answered in %v", time.Since(start))
+}
+
+// runCase is one submit command line run against the test fleet, and what it must print.
+type runCase struct {
+	name           string
+	stdin          string
+	args           []string
+	code           int
+	stdout, stderr string // substrings
+}
+
+func runCases(t *testing.T, cases []runCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got := submit(t, c.stdin, c.args...)
+			if got.code != c.code || !strings.Contains(got.stdout, c.stdout) || !strings.Contains(got.stderr, c.stderr) {
+				t.Errorf("submit %v = exit %d, stdout %q, stderr %q; want exit %d, stdout ∋ %q, stderr ∋ %q",
+					c.args, got.code, got.stdout, got.stderr, c.code, c.stdout, c.stderr)
+			}
+		})
+	}
 }

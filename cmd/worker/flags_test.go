@@ -64,6 +64,9 @@ func TestBadFlagsFailBeforeConnecting(t *testing.T) {
 		{"prefix", []string{"--prefix", "a.b"}, "--prefix"},
 		{"redis url", []string{"--redis-url", "http://x"}, "--redis-url"},
 		{"lease", []string{"--lease-ttl", "10ms"}, "--lease-ttl"},
+		{"creds file missing", []string{"--nats-creds", "/nonexistent/user.creds"}, "--nats-creds"},
+		{"nkey file missing", []string{"--nats-nkey", "/nonexistent/user.nk"}, "--nats-nkey"},
+		{"CA file missing", []string{"--nats-tls-ca", "/nonexistent/ca.pem"}, "--nats-tls-ca"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,11 +2,11 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/runfleet/runfleet/internal/cli"
 	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
 )
@@ -16,8 +16,5 @@ func main() {
 	docker.Init()
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	if err := run(sigs, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "worker:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Exit(os.Stdout, os.Stderr, "worker", version, run(sigs, os.Args[1:], os.Getenv, os.Stderr)))
 }

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
@@ -38,15 +37,16 @@ import (
 var version = "dev"
 
 type config struct {
-	natsURL, redisURL, prefix, queues, provider, profiles, listen, id string
-	concurrency                                                       int
-	leaseTTL, grace                                                   time.Duration
-	dev                                                               bool
-	rootfs, image, dispatchLog                                        string
-	cpus                                                              float64
-	maxTimeout                                                        time.Duration
-	maxFailures, streamReplicas                                       int
-	hook                                                              func() func(phase string)
+	redisURL, prefix, queues, provider, profiles, listen, id string
+	nats                                                     cli.NATS
+	concurrency                                              int
+	leaseTTL, grace                                          time.Duration
+	dev                                                      bool
+	rootfs, image, dispatchLog                               string
+	cpus                                                     float64
+	maxTimeout                                               time.Duration
+	maxFailures, streamReplicas                              int
+	hook                                                     func() func(phase string)
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
@@ -54,7 +54,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	host, _ := os.Hostname()
-	fs.StringVar(&c.natsURL, "nats-url", nats.DefaultURL, "NATS server(s), comma separated")
+	c.nats.Register(fs)
 	fs.StringVar(&c.redisURL, "redis-url", "redis://127.0.0.1:6379/0", "Redis for leases and dispatch records")
 	fs.StringVar(&c.prefix, "prefix", job.DefaultPrefix, "subject, stream and key prefix")
 	fs.StringVar(&c.queues, "queues", job.DefaultQueue, "queues to serve, comma separated")
@@ -95,6 +95,9 @@ func (c *config) validate() error {
 	if _, err := job.NewSubjects(c.prefix); err != nil {
 		return fmt.Errorf("--prefix: %w", err)
 	}
+	if _, err := c.nats.Options(); err != nil {
+		return err
+	}
 	for _, q := range strings.Split(c.queues, ",") {
 		if !job.ValidQueue(q) {
 			return fmt.Errorf("--queues: %q is not a valid queue name", q)
@@ -109,9 +112,6 @@ func (c *config) validate() error {
 func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs, c := flags(stderr)
 	if err := cli.Parse(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
 	if err := c.validate(); err != nil {
@@ -124,22 +124,22 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	defer stopAll()
 
 	if c.dev {
-		stack, err := devstack.Start(ctx, strings.Split(c.natsURL, ",")[0])
+		stack, err := devstack.Start(ctx, strings.Split(c.nats.URL, ",")[0])
 		if err != nil {
 			return err
 		}
 		defer stack.Stop()
-		c.natsURL, c.redisURL = stack.NATSURL, stack.RedisURL
+		c.nats.URL, c.redisURL = stack.NATSURL, stack.RedisURL
 		log.Warn("dev mode: embedded NATS JetStream and a child redis-server; NOT DURABLE, jobs and results are lost on exit",
-			"nats_url", c.natsURL, "redis_url", c.redisURL)
-		fmt.Fprintf(stderr, "runfleet dev stack: NATS %s, Redis %s (not durable)\n", c.natsURL, c.redisURL)
+			"nats_url", c.nats.URL, "redis_url", c.redisURL)
+		fmt.Fprintf(stderr, "runfleet dev stack: NATS %s, Redis %s (not durable)\n", c.nats.URL, c.redisURL)
 	}
 	subjects, err := job.NewSubjects(c.prefix)
 	if err != nil {
 		return err
 	}
 	queues := strings.Split(c.queues, ",")
-	nc, err := cli.ConnectNATS(c.natsURL, "runfleet-worker "+c.id, log)
+	nc, err := cli.ConnectNATS(c.nats, "runfleet-worker "+c.id, log)
 	if err != nil {
 		return err
 	}

@@ -1,16 +1,15 @@
-// Package cli holds what the two programs share at their edge: flags that also read RUNFLEET_*
+// Package cli holds what the programs share at their edge: flags that also read RUNFLEET_*
 // environment variables, and one-line errors.
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
-	"log/slog"
+	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/nats-io/nats.go"
 )
 
 // EnvName is the variable a flag reads: RUNFLEET_ and the name in upper case, '-' as '_'.
@@ -18,26 +17,78 @@ func EnvName(flagName string) string {
 	return "RUNFLEET_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// ErrVersion is returned by the parse functions when --version was given; the program prints
+// its version and exits 0.
+var ErrVersion = errors.New("version requested")
+
+// UsageError is a command line that does not parse: one line, which the program prints with a
+// hint to --help, instead of the flag package's whole usage.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
 // Parse parses args into fs, then sets every flag not given on the command line from its
-// environment variable, so that a flag on the command line wins.
+// environment variable, so that a flag on the command line wins. --help prints fs's usage and
+// returns flag.ErrHelp; --version returns [ErrVersion]; a bad flag is a *[UsageError].
 func Parse(fs *flag.FlagSet, args []string, getenv func(string) string) error {
-	return parse(fs, args, getenv, func(string) bool { return true })
+	_, _, err := parse(fs, args, getenv, func(string) bool { return true }, false)
+	return err
 }
 
 // ParseEnvOf is Parse where only the flags named in envFlags read the environment: a program's
 // connection settings may come from RUNFLEET_*, while what it sends (a job's id or code) never
 // does, so a worker's RUNFLEET_ID cannot leak into a job.
 func ParseEnvOf(fs *flag.FlagSet, args []string, getenv func(string) string, envFlags ...string) error {
-	return parse(fs, args, getenv, func(name string) bool { return slices.Contains(envFlags, name) })
+	_, _, err := parse(fs, args, getenv, func(name string) bool { return slices.Contains(envFlags, name) }, false)
+	return err
 }
 
-func parse(fs *flag.FlagSet, args []string, getenv func(string) string, readsEnv func(string) bool) error {
-	if err := fs.Parse(args); err != nil {
-		return err
+// ParseInterspersed is ParseEnvOf where flags may come anywhere on the line, before or after the
+// positional arguments, as in docker or git; a "--" ends the flags, and what follows it is
+// returned apart (a program's own arguments).
+func ParseInterspersed(fs *flag.FlagSet, args []string, getenv func(string) string, envFlags ...string) (positional, afterDash []string, err error) {
+	return parse(fs, args, getenv, func(name string) bool { return slices.Contains(envFlags, name) }, true)
+}
+
+func parse(fs *flag.FlagSet, args []string, getenv func(string) string, readsEnv func(string) bool, intersperse bool) (positional, afterDash []string, err error) {
+	var version bool
+	if fs.Lookup("version") == nil {
+		fs.BoolVar(&version, "version", false, "print the version and exit")
 	}
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	defer func() { fs.Usage = usage; fs.SetOutput(out) }()
 	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var err error
+	for rest := args; ; {
+		if err := fs.Parse(rest); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				usage()
+				return nil, nil, err
+			}
+			return nil, nil, &UsageError{err}
+		}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		left := fs.Args()
+		if used := len(rest) - len(left); used > 0 && rest[used-1] == "--" {
+			afterDash = left
+			break
+		}
+		if len(left) == 0 {
+			break
+		}
+		if !intersperse {
+			positional = left
+			break
+		}
+		positional = append(positional, left[0])
+		rest = left[1:]
+	}
+	if version {
+		return nil, nil, ErrVersion
+	}
 	fs.VisitAll(func(f *flag.Flag) {
 		if given[f.Name] || err != nil || !readsEnv(f.Name) {
 			return
@@ -48,7 +99,12 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string, readsEnv
 			}
 		}
 	})
-	return err
+	return positional, afterDash, err
+}
+
+// Fail is how a program reports a command line that does not parse: one line, then the hint.
+func Fail(w io.Writer, program string, err error) {
+	fmt.Fprintf(w, "%s: %v\nRun '%s --help' for usage.\n", program, err, program)
 }
 
 // List is a repeatable flag.
@@ -57,20 +113,47 @@ type List []string
 func (l *List) String() string     { return strings.Join(*l, ",") }
 func (l *List) Set(v string) error { *l = append(*l, v); return nil }
 
-// ConnectNATS connects a long-running program (worker, gateway) to NATS: it reconnects forever
-// and logs each loss and return of the connection. It fails at once when no server answers, with
-// the one line a program exits with.
-func ConnectNATS(url, name string, log *slog.Logger) (*nats.Conn, error) {
-	nc, err := nats.Connect(url, nats.Name(name), nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("nats disconnected", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrl()) }))
-	if err != nil {
-		return nil, fmt.Errorf("nats %s unreachable: %w", url, err)
+// Exit reports the error a program's run returned and gives its exit code: 0 for nil, a help
+// request or --version (which prints "program version" on stdout), 2 with one line and the hint
+// for a command line that does not parse, and 1 with one line for anything else.
+func Exit(stdout, stderr io.Writer, program, version string, err error) int {
+	var ue *UsageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, ErrVersion):
+		fmt.Fprintln(stdout, program, Version(version))
+		return 0
+	case errors.As(err, &ue):
+		Fail(stderr, program, err)
+		return 2
 	}
-	return nc, nil
+	fmt.Fprintf(stderr, "%s: %v\n", program, err)
+	return 1
+}
+
+// Version is v, the version the build set, with the commit it was built from when Go recorded it.
+func Version(v string) string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev == "" {
+		return v + " " + info.GoVersion
+	}
+	return v + " (" + rev + dirty + ", " + info.GoVersion + ")"
 }

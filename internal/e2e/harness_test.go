@@ -135,7 +135,7 @@ func (w *worker) exited(t *testing.T, within time.Duration) {
 
 func (f *fleet) submit(req job.Request) string {
 	f.t.Helper()
-	s, err := f.client.Submit(f.t.Context(), "", req)
+	s, err := f.client.Submit(f.t.Context(), "", req, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func benchOverhead(b *testing.B, f *fleet, code job.Request, want job.Status) {
 	const concurrency = 4
 	body, _ := json.Marshal(code)
 	viaClient := func(ctx context.Context) error {
-		sub, err := f.client.Submit(ctx, "", code)
+		sub, err := f.client.Submit(ctx, "", code, nil)
 		if err != nil {
 			return err
 		}

@@ -86,7 +86,7 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
-	_, err = g.client.Submit(ctx, g.o.Queue, jr)
+	_, err = g.client.Submit(ctx, g.o.Queue, jr, nil)
 	cancel()
 	if err != nil {
 		g.log.Warn("publish", "err", err)

@@ -99,6 +99,9 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, runfleet.ErrNoSettlement), r.Context().Err() != nil:
 		// The client left, or MaxWait passed: it resumes with Last-Event-ID.
 		return
+	case errors.Is(err, runfleet.ErrNotFound), errors.Is(err, runfleet.ErrExpired):
+		send("event: error\ndata: %s\n\n", mustJSON(lookupFailure(id, err)))
+		return
 	case err != nil:
 		g.log.Warn("events", "job_id", id, "err", err)
 		send("event: error\ndata: %s\n\n", mustJSON(errorBody{Reason: watchFailure(err), Detail: "could not follow the job; reconnect with Last-Event-ID"}))

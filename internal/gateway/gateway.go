@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -87,19 +86,9 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	g := &Gateway{nc: nc, js: js, client: client, subjects: client.Subjects(), o: o,
-		policy: shapePolicy(), key: sha256.Sum256([]byte(o.APIKey)),
+		policy: job.ProtocolPolicy(), key: sha256.Sum256([]byte(o.APIKey)),
 		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), metrics: NewMetrics()}
 	return g, nil
-}
-
-// shapePolicy checks what the protocol fixes — body size, JSON shape, ids, paths, env, signs of
-// limits — and leaves the ranges and the languages to the worker, whose configuration it cannot
-// know: a job over the fleet's maxima settles rejected.
-func shapePolicy() job.Policy {
-	p := job.DefaultPolicy()
-	p.Max = job.Bounds{Timeout: math.MaxInt64, OutputBytes: math.MaxInt64, PageBytes: math.MaxInt64,
-		MaxPages: math.MaxInt64, MemoryBytes: math.MaxInt64, Pids: math.MaxInt64}
-	return p
 }
 
 // Metrics are the gateway's collectors, served at /metrics.

@@ -78,6 +78,28 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	t.Run("an unknown or settled job is said so", func(t *testing.T) {
+		code, ans := f.post("?wait=true", `{"language":"python3","code":"print(1)"}`)
+		if code != http.StatusOK {
+			t.Fatalf("POST ?wait=true = %d %v", code, ans)
+		}
+		settled := ans["job_id"].(string)
+		for _, tc := range []struct {
+			method, path string
+			code         int
+			reason       string
+		}{
+			{"GET", "/v1/jobs/never-submitted", http.StatusNotFound, `"not_found"`},
+			{"DELETE", "/v1/jobs/never-submitted", http.StatusNotFound, `"not_found"`},
+			{"DELETE", "/v1/jobs/" + settled, http.StatusConflict, `"settled"`},
+			{"GET", "/v1/jobs/never-submitted/events", http.StatusOK, `"not_found"`},
+		} {
+			if code, b := f.do(tc.method, tc.path, apiKey, nil); code != tc.code || !bytes.Contains(b, []byte(tc.reason)) {
+				t.Errorf("%s %s = %d %s, want %d %s", tc.method, tc.path, code, b, tc.code, tc.reason)
+			}
+		}
+	})
+
 	t.Run("events then resume with Last-Event-ID", func(t *testing.T) {
 		code, ans := f.post("", `{"language":"python3","code":"import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.4)"}`)
 		if code != http.StatusAccepted {

@@ -54,7 +54,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !g.publish(w, r.Context(), func(ctx context.Context) error {
-		_, err := g.client.SubmitRaw(ctx, queue, id, body)
+		_, err := g.client.SubmitRaw(ctx, queue, id, body, nil)
 		return err
 	}) {
 		return
@@ -173,10 +173,14 @@ func (g *Gateway) stored(w http.ResponseWriter, ctx context.Context, id string) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
 	defer cancel()
-	raw, err := g.client.Settlement(ctx, id)
+	raw, err := g.client.SettlementJSON(ctx, id)
 	switch {
 	case errors.Is(err, runfleet.ErrNoSettlement):
 		writeError(w, http.StatusNotFound, "not_settled", "no settlement of job "+id+" is stored (yet)")
+		return nil, false
+	case errors.Is(err, runfleet.ErrNotFound), errors.Is(err, runfleet.ErrExpired):
+		b := lookupFailure(id, err)
+		writeError(w, http.StatusNotFound, b.Reason, b.Detail)
 		return nil, false
 	case err != nil:
 		g.log.Warn("read settlement", "job_id", id, "err", err)
@@ -191,9 +195,33 @@ func (g *Gateway) cancel(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if g.publish(w, r.Context(), func(ctx context.Context) error { return g.client.Cancel(ctx, id) }) {
+	if !g.nc.IsConnected() {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet's NATS is unreachable; retry later")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
+	defer cancel()
+	err := g.client.Cancel(ctx, id)
+	switch {
+	case errors.Is(err, runfleet.ErrNotFound), errors.Is(err, runfleet.ErrExpired):
+		b := lookupFailure(id, err)
+		writeError(w, http.StatusNotFound, b.Reason, b.Detail)
+	case errors.Is(err, runfleet.ErrSettled):
+		writeError(w, http.StatusConflict, "settled", "job "+id+" has already settled")
+	case err != nil:
+		g.log.Warn("cancel", "job_id", id, "err", err)
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet did not store the cancel; retry later")
+	default:
 		writeJSON(w, http.StatusAccepted, accepted{JobID: id})
 	}
+}
+
+// lookupFailure says why a job cannot be found: never accepted, or its results expired.
+func lookupFailure(id string, err error) errorBody {
+	if errors.Is(err, runfleet.ErrExpired) {
+		return errorBody{Reason: "expired", Detail: "the results of job " + id + " have expired"}
+	}
+	return errorBody{Reason: "not_found", Detail: "the fleet holds no job " + id}
 }
 
 // artifactEntry is one file of a settlement's "artifacts" list (PROTOCOL.md, Artifacts).

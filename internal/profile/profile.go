@@ -129,9 +129,10 @@ func Payload(req job.Request) ([]byte, error) {
 	body, err := json.Marshal(struct {
 		Preload string            `json:"preload"`
 		Code    string            `json:"code"`
+		Args    []string          `json:"args,omitempty"`
 		Files   []job.File        `json:"files,omitempty"`
 		Env     map[string]string `json:"env,omitempty"`
-	}{req.Preload, req.Code, req.Files, req.Env})
+	}{req.Preload, req.Code, req.Args, req.Files, req.Env})
 	if err != nil {
 		return nil, err
 	}

@@ -293,18 +293,21 @@ func (r *Results) Reject(ctx context.Context, rec job.Rejection) error {
 	return nil
 }
 
-// Cancelled reports whether a cancel request for job id is stored.
-func (r *Results) Cancelled(ctx context.Context, id string) (bool, error) {
+// Cancelled reports whether a cancel request for job id is stored that was stored at or after
+// queued, when the job's message was. A cancel stored before the job it names was for no job:
+// it must not cancel one published later with the same id (a mistyped or reused id would be
+// poisoned for the control stream's MaxAge).
+func (r *Results) Cancelled(ctx context.Context, id string, queued time.Time) (bool, error) {
 	s, err := r.stream(ctx, r.subjects.ControlStream())
 	if err != nil {
 		return false, err
 	}
-	_, err = s.GetLastMsgForSubject(ctx, r.subjects.Cancel(id))
+	m, err := s.GetLastMsgForSubject(ctx, r.subjects.Cancel(id))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, fmt.Errorf("cancel of %s: %w", id, err)
 	}
-	return true, nil
+	return !m.Time.Before(queued), nil
 }

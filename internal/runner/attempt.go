@@ -132,7 +132,7 @@ func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
 		r.settleUndispatched(ctx, a, job.StatusError, job.ReasonInfrastructure, fmt.Sprintf("%d attempts failed before dispatch", failures))
 		return
 	}
-	if c, err := r.results.Cancelled(ctx, a.id); err != nil {
+	if c, err := r.results.Cancelled(ctx, a.id, a.meta.Timestamp); err != nil {
 		r.release(ctx, a, err)
 		return
 	} else if c {

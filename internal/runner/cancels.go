@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -44,12 +45,16 @@ func (c *cancels) remove(a *attempt) {
 	c.n--
 }
 
-// cancel ends every delivery of job id with cause.
-func (c *cancels) cancel(id string, cause error) {
+// cancel ends with cause every delivery of job id whose message was stored by at, when the
+// cancel was: a cancel stored before the job it names was for no job (see
+// [queue.Results.Cancelled]).
+func (c *cancels) cancel(id string, at time.Time, cause error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, f := range c.byID[id] {
-		f(cause)
+	for a, f := range c.byID[id] {
+		if !at.Before(a.meta.Timestamp) {
+			f(cause)
+		}
 	}
 }
 
@@ -83,7 +88,11 @@ func (r *Runner) watchCancels(ctx context.Context) (stop func(), err error) {
 	}
 	prefix := r.subjects.Cancel("")
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		r.cancels.cancel(strings.TrimPrefix(m.Subject(), prefix), errCancelled)
+		at := time.Now() // a message without metadata is a cancel stored now
+		if meta, err := m.Metadata(); err == nil {
+			at = meta.Timestamp
+		}
+		r.cancels.cancel(strings.TrimPrefix(m.Subject(), prefix), at, errCancelled)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("watch cancels: %w", err)

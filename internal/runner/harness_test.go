@@ -140,7 +140,7 @@ type result struct {
 
 func (f *fleet) submit(req job.Request) string {
 	f.t.Helper()
-	sub, err := f.client.Submit(f.t.Context(), "", req)
+	sub, err := f.client.Submit(f.t.Context(), "", req, nil)
 	if err != nil {
 		f.t.Fatalf("Submit() error = %v", err)
 	}

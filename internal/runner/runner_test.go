@@ -180,23 +180,43 @@ func TestCancel(t *testing.T) {
 			t.Errorf("sandbox ended %v after the cancel, want within 1s", r.st.FinishedAt.Sub(start))
 		}
 	})
-	t.Run("before start", func(t *testing.T) {
-		id := "cancelled-early"
-		if err := f.client.Cancel(t.Context(), id); err != nil {
-			t.Fatal(err)
-		}
-		f.submit(job.Request{ID: id, Language: "python3", Code: "print('must not run')"})
-		r := f.wait(id)
-		if r.st.Status != job.StatusCancelled || len(r.stdout) != 0 || f.dispatches()[id] != 0 {
-			t.Errorf("settled %s with %q, %d dispatches; want cancelled, never run", r.st.Status, r.stdout, f.dispatches()[id])
-		}
-	})
+}
+
+// TestCancelBeforeStart: a job cancelled while it waits in the queue settles cancelled when a
+// worker takes it, and never runs.
+func TestCancelBeforeStart(t *testing.T) {
+	f := newFleet(t)
+	id := f.submit(job.Request{ID: "cancelled-early", Language: "python3", Code: "print('must not run')"})
+	if err := f.client.Cancel(t.Context(), id); err != nil {
+		t.Fatal(err)
+	}
+	f.startWorker(workerOpts{})
+	r := f.wait(id)
+	if r.st.Status != job.StatusCancelled || len(r.stdout) != 0 || f.dispatches()[id] != 0 {
+		t.Errorf("settled %s with %q, %d dispatches; want cancelled, never run", r.st.Status, r.stdout, f.dispatches()[id])
+	}
+}
+
+// TestCancelStoredBeforeTheJobIsForNoJob: a cancel that another client stored for an id no job
+// had yet (the client refuses to) does not cancel a job published later with that id.
+func TestCancelStoredBeforeTheJobIsForNoJob(t *testing.T) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{})
+	const id = "reused-id"
+	if _, err := f.js.Publish(t.Context(), f.client.Subjects().Cancel(id), nil); err != nil {
+		t.Fatal(err)
+	}
+	f.submit(job.Request{ID: id, Language: "python3", Code: "print('ran')"})
+	r := f.wait(id)
+	if r.st.Status != job.StatusSucceeded || string(r.stdout) != "ran\n" {
+		t.Errorf("settled %s %s with %q; want succeeded: the earlier cancel named no job", r.st.Status, r.st.Detail, r.stdout)
+	}
 }
 
 func TestBadInputDoesNotBlockTheQueue(t *testing.T) {
 	f := newFleet(t)
 	f.startWorker(workerOpts{concurrency: 1})
-	sub, err := f.client.SubmitRaw(t.Context(), "default", "bad-json", []byte("{not json"))
+	sub, err := f.client.SubmitRaw(t.Context(), "default", "bad-json", []byte("{not json"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,12 +271,12 @@ func TestBadInputCorpus(t *testing.T) {
 	p := job.DefaultPolicy()
 	corpus := jobtest.BadInputs(p.MaxBodyBytes)
 	for _, c := range corpus {
-		if _, err := f.client.SubmitRaw(t.Context(), "default", c.ID, []byte(c.Body)); err != nil {
+		if _, err := f.client.SubmitRaw(t.Context(), "default", c.ID, []byte(c.Body), nil); err != nil {
 			t.Fatalf("%s: SubmitRaw() error = %v", c.Name, err)
 		}
 	}
 	for _, c := range jobtest.UnreadableIDs {
-		if _, err := f.client.SubmitRaw(t.Context(), "default", c.ID, []byte(`{"language":"python3","code":"print(1)"}`)); err != nil {
+		if _, err := f.client.SubmitRaw(t.Context(), "default", c.ID, []byte(`{"language":"python3","code":"print(1)"}`), nil); err != nil {
 			t.Fatalf("%s: SubmitRaw() error = %v", c.Name, err)
 		}
 	}
@@ -426,7 +446,7 @@ func TestRepublishedAfterTheDedupWindow(t *testing.T) {
 		t.Fatalf("first run settled %s", first.st.Status)
 	}
 	testenv.WaitFor(t, 30*time.Second, "the id stored again past the dedup window", func() bool {
-		sub, err := f.client.Submit(t.Context(), "", req)
+		sub, err := f.client.Submit(t.Context(), "", req, nil)
 		return err == nil && !sub.Duplicate
 	})
 	js, err := jetstream.New(f.nats.Conn())

@@ -91,6 +91,8 @@ func BadInputs(maxBody int) []BadInput {
 		{"pids below the minimum", "bad-51", ok(`,"limits":{"pids":2}`), job.ReasonInvalidLimits},
 		{"artifact limit zero", "bad-52", ok(`,"limits":{"artifact_files":0}`), job.ReasonInvalidLimits},
 		{"timeout past a duration", "bad-53", ok(`,"limits":{"timeout_ms":9223372036854775807}`), job.ReasonInvalidLimits},
+		{"args not strings", "bad-55", ok(`,"args":[1]`), job.ReasonInvalidArgs},
+		{"arg with NUL", "bad-56", ok(`,"args":["a\u0000"]`), job.ReasonInvalidArgs},
 		{"limits null member", "bad-54", ok(`,"limits":{"pids":null,"timeout_ms":-5}`), job.ReasonInvalidLimits},
 	}
 }

@@ -1,5 +1,5 @@
 // runfleet bootstrap for nodejs. It reads one payload from stdin: a header line
-// "runfleet1 <n>\n", then n bytes of JSON {"preload","code","files","env"}, then leaves the rest
+// "runfleet1 <n>\n", then n bytes of JSON {"preload","code","args","files","env"}, then leaves the rest
 // of stdin to the program. Exact readSync calls keep the program's stdin unread. The job's env is
 // set here, after the dispatch, never at the sandbox's start.
 'use strict';
@@ -44,7 +44,7 @@
   const m = new Module(filename, null);
   m.filename = filename;
   m.paths = Module._nodeModulePaths('/workspace');
-  process.argv[1] = filename;
+  process.argv = [process.argv[0], filename, ...(p.args || [])];
   require.main = m;
   m._compile((p.preload ? p.preload + '\n' : '') + p.code, filename);
 })();

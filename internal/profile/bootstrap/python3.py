@@ -1,5 +1,5 @@
 # runfleet bootstrap for python3. It reads one payload from stdin: a header line
-# "runfleet1 <n>\n", then n bytes of JSON {"preload","code","files","env"}, then leaves the rest
+# "runfleet1 <n>\n", then n bytes of JSON {"preload","code","args","files","env"}, then leaves the rest
 # of stdin to the program. The job's env is set here, after the dispatch, never at the sandbox's
 # start. It reads the payload with exact os.read calls so that nothing of the
 # program's stdin is buffered away from it.
@@ -25,6 +25,7 @@ def _runfleet_main():
         raise SystemExit("runfleet bootstrap: unknown payload version")
     p = json.loads(read_exact(int(n)))
     os.environ.update(p.get("env") or {})
+    sys.argv = ["/workspace/main.py"] + (p.get("args") or [])
     for f in p.get("files") or []:
         path = os.path.join("/workspace", f["path"])
         os.makedirs(os.path.dirname(path), exist_ok=True)
