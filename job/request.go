@@ -23,6 +23,7 @@ type Request struct {
 	Env      map[string]string `json:"env,omitempty"`
 	Files    []File            `json:"files,omitempty"`
 	Limits   Limits            `json:"limits,omitzero"`
+	Outputs  []string          `json:"outputs,omitempty"` // globs under /workspace kept as artifacts
 	Deadline time.Time         `json:"deadline,omitzero"`
 	Labels   map[string]string `json:"labels,omitempty"`
 }
@@ -42,6 +43,9 @@ type Limits struct {
 	MaxPages    *int64 `json:"max_pages,omitempty"`
 	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
 	Pids        *int64 `json:"pids,omitempty"`
+	// Bounds of the files kept from outputs.
+	ArtifactBytes *int64 `json:"artifact_bytes,omitempty"`
+	ArtifactFiles *int64 `json:"artifact_files,omitempty"`
 }
 
 // Bounds are limits with every field resolved.
@@ -52,6 +56,9 @@ type Bounds struct {
 	MaxPages    int64
 	MemoryBytes int64
 	Pids        int64
+	// ArtifactBytes and ArtifactFiles bound what is kept of the job's outputs.
+	ArtifactBytes int64
+	ArtifactFiles int64
 }
 
 // Policy is what a worker accepts: defaults for missing limits, minima, maxima, and sizes of the
@@ -70,11 +77,11 @@ type Policy struct {
 func DefaultPolicy() Policy {
 	return Policy{
 		Default: Bounds{Timeout: 10 * time.Second, OutputBytes: 1 << 20, PageBytes: 64 << 10,
-			MaxPages: 64, MemoryBytes: 256 << 20, Pids: 64},
+			MaxPages: 64, MemoryBytes: 256 << 20, Pids: 64, ArtifactBytes: 16 << 20, ArtifactFiles: 32},
 		// A sandbox's runtime and interpreter need this much to start at all.
 		Min: Bounds{MemoryBytes: 16 << 20, Pids: 8},
 		Max: Bounds{Timeout: 5 * time.Minute, OutputBytes: 16 << 20, PageBytes: 256 << 10,
-			MaxPages: 4096, MemoryBytes: 2 << 30, Pids: 512},
+			MaxPages: 4096, MemoryBytes: 2 << 30, Pids: 512, ArtifactBytes: 256 << 20, ArtifactFiles: 256},
 		MaxBodyBytes: 1000 * 1000, // under NATS's default max_payload of 1 MiB, headers included
 		MaxFiles:     256,
 		MaxEnv:       128,
@@ -192,6 +199,9 @@ func (r *Request) Validate(p Policy) (Bounds, error) {
 			return Bounds{}, reject(ReasonInvalidFiles, "mode %o of %q: only permission bits", f.Mode, clip(f.Path))
 		}
 	}
+	if err := checkOutputs(r.Outputs); err != nil {
+		return Bounds{}, err
+	}
 	return r.Limits.resolve(p)
 }
 
@@ -231,6 +241,8 @@ func (l Limits) resolve(p Policy) (Bounds, error) {
 		{"max_pages", l.MaxPages, p.Min.MaxPages, p.Max.MaxPages, func(v int64) { b.MaxPages = v }},
 		{"memory_bytes", l.MemoryBytes, p.Min.MemoryBytes, p.Max.MemoryBytes, func(v int64) { b.MemoryBytes = v }},
 		{"pids", l.Pids, p.Min.Pids, p.Max.Pids, func(v int64) { b.Pids = v }},
+		{"artifact_bytes", l.ArtifactBytes, p.Min.ArtifactBytes, p.Max.ArtifactBytes, func(v int64) { b.ArtifactBytes = v }},
+		{"artifact_files", l.ArtifactFiles, p.Min.ArtifactFiles, p.Max.ArtifactFiles, func(v int64) { b.ArtifactFiles = v }},
 	}
 	for _, f := range fields {
 		if f.v == nil {
@@ -319,6 +331,8 @@ func decodeError(err error) error {
 			reason = ReasonInvalidLimits
 		case strings.HasPrefix(field, "files"):
 			reason = ReasonInvalidFiles
+		case strings.HasPrefix(field, "outputs"):
+			reason = ReasonInvalidOutputs
 		case field == "":
 			reason = ReasonInvalidJSON
 		}

@@ -89,6 +89,16 @@ func BadInputs(maxBody int) []BadInput {
 		{"label value of 257 bytes", "bad-49", ok(`,"labels":{"k":"` + strings.Repeat("v", 257) + `"}`), job.ReasonInvalidLabels},
 		{"memory below the minimum", "bad-50", ok(`,"limits":{"memory_bytes":1}`), job.ReasonInvalidLimits},
 		{"pids below the minimum", "bad-51", ok(`,"limits":{"pids":2}`), job.ReasonInvalidLimits},
+		{"output pattern absolute", "bad-52", ok(`,"outputs":["/etc/passwd"]`), job.ReasonInvalidOutputs},
+		{"output pattern with ..", "bad-53", ok(`,"outputs":["out/../../x"]`), job.ReasonInvalidOutputs},
+		{"output pattern malformed", "bad-54", ok(`,"outputs":["out/[a-"]`), job.ReasonInvalidOutputs},
+		{"output pattern with NUL", "bad-55", ok(`,"outputs":["a\u0000b"]`), job.ReasonInvalidOutputs},
+		{"output pattern empty", "bad-56", ok(`,"outputs":[""]`), job.ReasonInvalidOutputs},
+		{"17 output patterns", "bad-57", ok(`,"outputs":[` + strings.Repeat(`"a",`, 16) + `"a"]`), job.ReasonInvalidOutputs},
+		{"outputs not a list", "bad-58", ok(`,"outputs":"out/*"`), job.ReasonInvalidOutputs},
+		{"output pattern not a string", "bad-59", ok(`,"outputs":[1]`), job.ReasonInvalidOutputs},
+		{"artifact bytes above maximum", "bad-60", ok(`,"limits":{"artifact_bytes":268435457}`), job.ReasonInvalidLimits},
+		{"artifact files zero", "bad-61", ok(`,"limits":{"artifact_files":0}`), job.ReasonInvalidLimits},
 	}
 }
 
