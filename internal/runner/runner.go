@@ -80,6 +80,7 @@ type Runner struct {
 
 	cancels   cancels
 	consuming atomic.Bool
+	bucket    bucket
 }
 
 // New returns a runner. The streams must exist (runfleet.EnsureStreams).

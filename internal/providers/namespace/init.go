@@ -161,7 +161,9 @@ func prepare(c initConfig) error {
 			return fmt.Errorf("setrlimit %d: %w", rl.res, err)
 		}
 	}
-	keep := uint64(1)<<unix.CAP_SETUID | uint64(1)<<unix.CAP_SETGID
+	// CAP_KILL ends the program's processes (other uid) while the supervisor stays; the program
+	// gets none of these: its uid change clears them, and no_new_privs keeps it from regaining one.
+	keep := uint64(1)<<unix.CAP_SETUID | uint64(1)<<unix.CAP_SETGID | uint64(1)<<unix.CAP_KILL
 	for capability := 0; capability <= 63; capability++ {
 		if keep&(1<<capability) != 0 {
 			continue
