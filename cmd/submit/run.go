@@ -77,6 +77,8 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 		switch args[0] {
 		case "watch", "cancel", "workers", "bench":
 			return subcommand(sigs, args[0], args[1:], getenv, stdout, stderr)
+		case "artifacts":
+			return artifactsCommand(args[1:], getenv, stderr)
 		}
 	}
 	var o options
@@ -96,6 +98,8 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	fs.StringVar(&o.id, "id", "", "job id (default: a new UUID)")
 	fs.BoolVar(&o.noWait, "no-wait", false, "print the job id and exit 0 once the job is stored")
 	fs.BoolVar(&o.json, "json", false, "print the settlement as JSON instead of the output")
+	var arts artifactFlags
+	arts.register(fs)
 	if err := cli.ParseEnvOf(fs, args, getenv, connectionFlags...); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -106,6 +110,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	if err != nil {
 		return fail(stderr, err)
 	}
+	req.Outputs = arts.outputs
 	c, nc, err := connect(o)
 	if err != nil {
 		return fail(stderr, err)
@@ -124,7 +129,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 		fmt.Fprintln(stdout, sub.ID)
 		return 0
 	}
-	return follow(sigs, c, sub.ID, o.json, stdout, stderr)
+	return arts.after(c, sub.ID, follow(sigs, c, sub.ID, o.json, stdout, stderr), stderr)
 }
 
 // connect returns a client and its connection; the caller closes the connection.

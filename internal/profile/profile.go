@@ -41,7 +41,7 @@ func (s Set) Names() []string {
 	return names
 }
 
-// Builtin returns python3 and nodejs. With root "", they run the host's /usr/bin interpreters
+// Builtin returns python3 and nodejs, and [DataProfile] when root has its packages. With root "", they run the host's /usr/bin interpreters
 // (namespace provider); image names the sandbox image (Docker provider), whose interpreters are at
 // the same paths.
 func Builtin(root, image string) Set {
@@ -49,12 +49,31 @@ func Builtin(root, image string) Set {
 		"python3": {Name: "python3", Interpreter: []string{"/usr/bin/python3", "-I", "-c", pythonBootstrap}, Root: root, Image: image},
 		"nodejs":  {Name: "nodejs", Interpreter: []string{"/usr/bin/node", "-e", nodeBootstrap}, Root: root, Image: image},
 	}
+	if image == "" && hasDataPackages(root) {
+		s[DataProfile] = sandbox.Profile{Name: DataProfile, Root: root,
+			Interpreter: []string{"/usr/bin/env", "MPLBACKEND=Agg", "/usr/bin/python3", "-I", "-c", pythonBootstrap}}
+	}
 	if image == "" {
 		for n, p := range s {
 			s[n] = WithDigest(p)
 		}
 	}
 	return s
+}
+
+// DataProfile is python3 with numpy, pandas and matplotlib (drawing to files: MPLBACKEND=Agg is
+// the profile's, not the job's). A root file system offers it only when it holds the three
+// packages (Debian's python3-numpy, python3-pandas, python3-matplotlib); a Docker worker does not
+// offer it yet.
+const DataProfile = "python3-data"
+
+func hasDataPackages(root string) bool {
+	for _, pkg := range []string{"numpy", "pandas", "matplotlib"} {
+		if _, err := os.Stat(filepath.Join(root, "/usr/lib/python3/dist-packages", pkg, "__init__.py")); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // WithDigest fills p.Digest of a root-file-system profile when it is empty (a Docker profile's
