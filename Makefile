@@ -5,7 +5,7 @@ IMAGE   ?= runfleet-sandbox:latest
 export RUNFLEET_TEST_ROOTFS ?= $(ROOTFS)
 export RUNFLEET_TEST_IMAGE  ?= $(IMAGE)
 # Every package of the workspace (go.work): the client module at the root, cmd/, internal/ and deploy/.
-PKGS    := github.com/runfleet/runfleet/...
+PKGS    := ./... ./cmd/... ./internal/... ./deploy/...
 
 .PHONY: help build demo test deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz stress chaos clean
 

@@ -1,8 +1,10 @@
 package job_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/runfleet/runfleet/job"
 )
@@ -26,4 +28,12 @@ func ExampleDecode() {
 		fmt.Println(re.Reason)
 	}
 	// Output: invalid_limits
+}
+
+// Limits are written as Go values; a zero field is the worker's default and is left out of the
+// wire form, where every limit is a positive whole number.
+func ExampleLimits() {
+	b, _ := json.Marshal(job.Limits{Timeout: 5 * time.Second, MemoryBytes: 256 << 20})
+	fmt.Println(string(b))
+	// Output: {"timeout_ms":5000,"memory_bytes":268435456}
 }

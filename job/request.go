@@ -35,19 +35,6 @@ type File struct {
 	Mode    uint32 `json:"mode,omitempty"`
 }
 
-// Limits bound one job. A nil field takes the worker's default.
-type Limits struct {
-	TimeoutMS   *int64 `json:"timeout_ms,omitempty"`
-	OutputBytes *int64 `json:"output_bytes,omitempty"`
-	PageBytes   *int64 `json:"page_bytes,omitempty"`
-	MaxPages    *int64 `json:"max_pages,omitempty"`
-	MemoryBytes *int64 `json:"memory_bytes,omitempty"`
-	Pids        *int64 `json:"pids,omitempty"`
-	// Bounds of the files kept from outputs.
-	ArtifactBytes *int64 `json:"artifact_bytes,omitempty"`
-	ArtifactFiles *int64 `json:"artifact_files,omitempty"`
-}
-
 // Bounds are limits with every field resolved.
 type Bounds struct {
 	Timeout     time.Duration
@@ -227,38 +214,6 @@ func checkPath(p string) error {
 	return nil
 }
 
-func (l Limits) resolve(p Policy) (Bounds, error) {
-	b := p.Default
-	fields := []struct {
-		name     string
-		v        *int64
-		min, max int64
-		set      func(int64)
-	}{
-		{"timeout_ms", l.TimeoutMS, p.Min.Timeout.Milliseconds(), p.Max.Timeout.Milliseconds(), func(v int64) { b.Timeout = time.Duration(v) * time.Millisecond }},
-		{"output_bytes", l.OutputBytes, p.Min.OutputBytes, p.Max.OutputBytes, func(v int64) { b.OutputBytes = v }},
-		{"page_bytes", l.PageBytes, p.Min.PageBytes, p.Max.PageBytes, func(v int64) { b.PageBytes = v }},
-		{"max_pages", l.MaxPages, p.Min.MaxPages, p.Max.MaxPages, func(v int64) { b.MaxPages = v }},
-		{"memory_bytes", l.MemoryBytes, p.Min.MemoryBytes, p.Max.MemoryBytes, func(v int64) { b.MemoryBytes = v }},
-		{"pids", l.Pids, p.Min.Pids, p.Max.Pids, func(v int64) { b.Pids = v }},
-		{"artifact_bytes", l.ArtifactBytes, p.Min.ArtifactBytes, p.Max.ArtifactBytes, func(v int64) { b.ArtifactBytes = v }},
-		{"artifact_files", l.ArtifactFiles, p.Min.ArtifactFiles, p.Max.ArtifactFiles, func(v int64) { b.ArtifactFiles = v }},
-	}
-	for _, f := range fields {
-		if f.v == nil {
-			continue
-		}
-		if lo := max(f.min, 1); *f.v < lo || *f.v > f.max {
-			return Bounds{}, reject(ReasonInvalidLimits, "%s is %d, want %d to %d", f.name, *f.v, lo, f.max)
-		}
-		f.set(*f.v)
-	}
-	if l.MaxPages == nil {
-		b.MaxPages = min(max(b.MaxPages, PagesNeeded(b.Timeout, b.OutputBytes, b.PageBytes)), p.Max.MaxPages)
-	}
-	return b, nil
-}
-
 // checkShape refuses what encoding/json would accept quietly: duplicate keys, deep nesting, and
 // a body that is not one JSON object.
 func checkShape(body []byte) error {
@@ -322,6 +277,10 @@ func checkShape(body []byte) error {
 }
 
 func decodeError(err error) error {
+	var re *RejectError
+	if errors.As(err, &re) {
+		return re
+	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		field := te.Field

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -208,11 +209,10 @@ func buildRequest(o *options, args []string, stdin io.Reader) (job.Request, erro
 	var err error
 	if o.timeout != "" {
 		d, perr := time.ParseDuration(o.timeout)
-		if perr != nil {
-			return req, fmt.Errorf("--timeout %q: want a duration like 10s", o.timeout)
+		if perr != nil || d <= 0 {
+			return req, fmt.Errorf("--timeout %q: want a positive duration like 10s", o.timeout)
 		}
-		ms := d.Milliseconds()
-		req.Limits.TimeoutMS = &ms
+		req.Limits.Timeout = d
 	}
 	if req.Limits.OutputBytes, err = optBytes("--output-bytes", o.outputBytes); err != nil {
 		return req, err
@@ -222,10 +222,10 @@ func buildRequest(o *options, args []string, stdin io.Reader) (job.Request, erro
 	}
 	if o.pids != "" {
 		n, perr := strconv.ParseInt(o.pids, 10, 64)
-		if perr != nil {
-			return req, fmt.Errorf("--pids %q: want a whole number", o.pids)
+		if perr != nil || n <= 0 {
+			return req, fmt.Errorf("--pids %q: want a positive whole number", o.pids)
 		}
-		req.Limits.Pids = &n
+		req.Limits.Pids = n
 	}
 	if req.ID == "" {
 		req.ID = uuid.NewString()
@@ -233,10 +233,10 @@ func buildRequest(o *options, args []string, stdin io.Reader) (job.Request, erro
 	return req, nil
 }
 
-// optBytes parses sizes like 1048576, 64k, 256m, 1g (powers of 1024).
-func optBytes(flagName, s string) (*int64, error) {
+// optBytes parses sizes like 1048576, 64k, 256m, 1g (powers of 1024); "" is 0, the default.
+func optBytes(flagName, s string) (int64, error) {
 	if s == "" {
-		return nil, nil
+		return 0, nil
 	}
 	mult := int64(1)
 	switch strings.ToLower(s[len(s)-1:]) {
@@ -252,11 +252,10 @@ func optBytes(flagName, s string) (*int64, error) {
 		num = s[:len(s)-1]
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("%s %q: want a size like 65536, 64k or 256m", flagName, s)
+	if err != nil || n <= 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%s %q: want a positive size like 65536, 64k or 256m", flagName, s)
 	}
-	n *= mult
-	return &n, nil
+	return n * mult, nil
 }
 
 // follow streams job id's pages and returns the exit code its settlement calls for.

@@ -75,9 +75,8 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		sandboxFail(w, http.StatusBadRequest, -400, "unsupported language")
 		return
 	}
-	timeout := g.o.RunTimeout.Milliseconds()
 	jr := job.Request{ID: uuid.NewString(), Language: req.Language, Code: req.Code, Preload: req.Preload,
-		Limits: job.Limits{TimeoutMS: &timeout}}
+		Limits: job.Limits{Timeout: g.o.RunTimeout}}
 	if _, err := jr.Validate(g.policy); err != nil {
 		sandboxFail(w, http.StatusOK, -400, err.Error())
 		return

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/runfleet/runfleet/job"
 )
@@ -66,13 +67,13 @@ func TestArtifacts(t *testing.T) {
 	})
 	t.Run("bounds truncate", func(t *testing.T) {
 		r := f.run(job.Request{Language: "python3", Code: artifactsCode, Outputs: []string{"**"},
-			Limits: job.Limits{ArtifactFiles: ptr(int64(2))}})
+			Limits: job.Limits{ArtifactFiles: 2}})
 		if !r.st.ArtifactsTruncated {
 			t.Errorf("ArtifactsTruncated = false, want true")
 		}
 		check(t, r.st, []string{"notes.txt", "out/a.csv"})
 		r = f.run(job.Request{Language: "python3", Code: artifactsCode, Outputs: []string{"**"},
-			Limits: job.Limits{ArtifactBytes: ptr(int64(100))}})
+			Limits: job.Limits{ArtifactBytes: 100}})
 		if !r.st.ArtifactsTruncated {
 			t.Errorf("ArtifactsTruncated = false, want true")
 		}
@@ -81,7 +82,7 @@ func TestArtifacts(t *testing.T) {
 	t.Run("kept after timeout and failure", func(t *testing.T) {
 		r := f.run(job.Request{Language: "python3", Outputs: []string{"partial.txt"},
 			Code:   "open('partial.txt', 'w').write('half')\nimport time\ntime.sleep(60)",
-			Limits: job.Limits{TimeoutMS: ptr(int64(2000))}})
+			Limits: job.Limits{Timeout: 2 * time.Second}})
 		if r.st.Status != job.StatusTimedOut {
 			t.Errorf("status = %s, want timed_out", r.st.Status)
 		}

@@ -96,22 +96,22 @@ func TestStatuses(t *testing.T) {
 		{name: "killed by signal", req: job.Request{Language: "python3", Code: "import ctypes; ctypes.string_at(0)"},
 			status: job.StatusFailed, reason: job.ReasonSignal},
 		{name: "timeout keeps last prints", req: job.Request{Language: "python3", Code: "import time\nprint('last words', flush=True)\ntime.sleep(30)",
-			Limits: job.Limits{TimeoutMS: ptr[int64](700)}}, status: job.StatusTimedOut, stdout: "last words\n"},
+			Limits: job.Limits{Timeout: 700 * time.Millisecond}}, status: job.StatusTimedOut, stdout: "last words\n"},
 		{name: "oom", req: job.Request{Language: "python3", Code: "x = []\nwhile True: x.append(bytearray(8 << 20))",
-			Limits: job.Limits{MemoryBytes: ptr[int64](64 << 20)}}, status: job.StatusFailed, reason: job.ReasonOOM},
+			Limits: job.Limits{MemoryBytes: 64 << 20}}, status: job.StatusFailed, reason: job.ReasonOOM},
 		{name: "output limit keeps output up to the bound", req: job.Request{Language: "python3", Code: "while True: print('y' * 99)",
-			Limits: job.Limits{OutputBytes: ptr[int64](5000)}}, status: job.StatusFailed, reason: job.ReasonOutputLimit, stdout: strings.Repeat(strings.Repeat("y", 99)+"\n", 50)},
+			Limits: job.Limits{OutputBytes: 5000}}, status: job.StatusFailed, reason: job.ReasonOutputLimit, stdout: strings.Repeat(strings.Repeat("y", 99)+"\n", 50)},
 		{name: "page limit", req: job.Request{Language: "python3", Code: "import time\nfor i in range(20):\n    print(i, flush=True); time.sleep(0.12)",
-			Limits: job.Limits{MaxPages: ptr[int64](3)}}, status: job.StatusFailed, reason: job.ReasonPageLimit},
+			Limits: job.Limits{MaxPages: 3}}, status: job.StatusFailed, reason: job.ReasonPageLimit},
 		// The sandbox's supervisor has its own tasks on top of the job's: the program forks fewer
 		// than both together.
-		{name: "pids limit holds", req: job.Request{Language: "python3", Limits: job.Limits{Pids: ptr[int64](8)},
+		{name: "pids limit holds", req: job.Request{Language: "python3", Limits: job.Limits{Pids: 8},
 			Code: fmt.Sprintf("import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n            time.sleep(5); os._exit(0)\n        n += 1\nexcept OSError:\n    print('capped', n < %d)", 8+sandbox.SupervisorTasks)},
 			status: job.StatusSucceeded, stdout: "capped True\n"},
 		{name: "expired deadline", req: job.Request{Language: "python3", Code: "print(1)", Deadline: time.Now().Add(-time.Minute)},
 			status: job.StatusExpired},
 		{name: "unknown language", req: job.Request{Language: "cobol", Code: "x"}, status: job.StatusRejected, reason: job.ReasonUnknownLanguage},
-		{name: "limit above max", req: job.Request{Language: "python3", Code: "x", Limits: job.Limits{TimeoutMS: ptr[int64](1 << 40)}},
+		{name: "limit above max", req: job.Request{Language: "python3", Code: "x", Limits: job.Limits{Timeout: 1 << 40 * time.Millisecond}},
 			status: job.StatusRejected, reason: job.ReasonInvalidLimits},
 		{name: "files and env", req: job.Request{Language: "python3", Env: map[string]string{"GREETING": "hi"},
 			Files: []job.File{{Path: "data/in.txt", Content: []byte("file body")}},
@@ -325,7 +325,7 @@ func TestJobPrintsForItsWholeTimeout(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	f.startWorker(workerOpts{})
-	r := f.run(job.Request{Language: "python3", Limits: job.Limits{TimeoutMS: ptr[int64](60_000)},
+	r := f.run(job.Request{Language: "python3", Limits: job.Limits{Timeout: time.Minute},
 		Code: "import time\nfor i in range(40):\n    print(i, flush=True)\n    time.sleep(1)"})
 	lines := strings.Fields(string(r.stdout))
 	if r.st.Status != job.StatusSucceeded || len(lines) != 40 || lines[39] != "39" {
@@ -343,7 +343,7 @@ func TestChattyJobWithinDefaultPages(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
 	f.startWorker(workerOpts{ttl: 2 * time.Second})
-	r := f.run(job.Request{Language: "python3", Limits: job.Limits{TimeoutMS: ptr[int64](20_000)},
+	r := f.run(job.Request{Language: "python3", Limits: job.Limits{Timeout: 20 * time.Second},
 		Code: "import time\nfor i in range(120):\n    print('line', i, flush=True)\n    time.sleep(0.1)"})
 	if r.st.Status != job.StatusSucceeded || strings.Count(string(r.stdout), "\n") != 120 {
 		t.Fatalf("settled %s/%s with %d lines, want succeeded with 120", r.st.Status, r.st.Reason, strings.Count(string(r.stdout), "\n"))
@@ -376,7 +376,7 @@ func TestSilentRedisEndsTheSandbox(t *testing.T) {
 	const ttl = 2 * time.Second
 	f.startWorker(workerOpts{ttl: ttl})
 	marker := newMarker()
-	id := f.submit(job.Request{Language: "python3", Code: markedSleep(marker, 120), Limits: job.Limits{TimeoutMS: ptr[int64](180_000)}})
+	id := f.submit(job.Request{Language: "python3", Code: markedSleep(marker, 120), Limits: job.Limits{Timeout: 3 * time.Minute}})
 	testenv.WaitFor(t, 30*time.Second, "sandbox started", func() bool { return len(pidsWithArg(marker)) > 0 })
 	f.redis.Pause()
 	gone := testenv.WaitFor(t, ttl+10*time.Second, "sandbox gone after Redis paused", func() bool { return len(pidsWithArg(marker)) == 0 })
@@ -401,7 +401,7 @@ func TestCancelWhileReconnecting(t *testing.T) {
 	f := newFleet(t)
 	f.startWorker(workerOpts{reconnect: 2 * time.Second})
 	marker := newMarker()
-	id := f.submit(job.Request{Language: "python3", Code: markedSleep(marker, 60), Limits: job.Limits{TimeoutMS: ptr[int64](90_000)}})
+	id := f.submit(job.Request{Language: "python3", Code: markedSleep(marker, 60), Limits: job.Limits{Timeout: 90 * time.Second}})
 	testenv.WaitFor(t, 30*time.Second, "sandbox started", func() bool { return len(pidsWithArg(marker)) > 0 })
 	f.nats.Restart()
 	client, err := runfleet.NewClient(t.Context(), f.nats.Conn(), runfleet.Options{})
