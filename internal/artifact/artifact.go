@@ -47,49 +47,75 @@ type Result struct {
 
 // Collect stores the files of sb that j's outputs match, in path order, within j's bounds. On an
 // error it returns what it stored before, with Truncated set.
+//
+// It walks twice: first to choose the files within the bounds and record their names in the
+// attempt's manifest, with one put, then to store them. Nothing changes in between: no process of
+// the sandbox is left.
 func Collect(ctx context.Context, sb sandbox.FileReader, store Store, j Job) (Result, error) {
 	res := Result{Artifacts: []job.Artifact{}}
-	var total int64
+	chosen := map[string]int64{}
 	var names []string
-	match := func(p string) bool {
-		for _, pat := range j.Outputs {
-			if job.MatchOutput(pat, p) {
-				return true
-			}
-		}
-		return false
-	}
-	err := sb.ReadFiles(ctx, match, func(p string, size int64, r io.Reader) error {
-		if int64(len(res.Artifacts)) >= j.MaxFiles || total+size > j.MaxBytes {
+	var total int64
+	err := sb.ReadFiles(ctx, func(p string) bool { return matchAny(j.Outputs, p) }, func(p string, size int64, _ io.Reader) error {
+		if int64(len(chosen)) >= j.MaxFiles || total+size > j.MaxBytes {
 			res.Truncated = true
 			return fs.SkipAll
 		}
-		if !j.Valid() {
-			return ErrLeaseLost
-		}
-		name := job.ArtifactObject(j.ID, j.Attempt, p)
-		names = append(names, name)
-		if err := putManifest(ctx, store, j.ID, j.Attempt, names); err != nil {
-			return err
-		}
-		h := sha256.New()
-		info, err := store.Put(ctx, jetstream.ObjectMeta{Name: name}, io.TeeReader(r, h))
-		if err != nil {
-			return fmt.Errorf("put %s: %w", name, err)
-		}
-		if int64(info.Size) != size {
-			// The file changed size under a sandbox with no process left: refuse to list it.
-			return fmt.Errorf("put %s: stored %d bytes of %d", name, info.Size, size)
-		}
 		total += size
-		res.Artifacts = append(res.Artifacts, job.Artifact{Path: p, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), Object: name})
+		chosen[p] = size
+		names = append(names, job.ArtifactObject(j.ID, j.Attempt, p))
 		return nil
 	})
 	if err != nil {
 		res.Truncated = true
 		return res, fmt.Errorf("collect artifacts of %s: %w", j.ID, err)
 	}
+	if len(chosen) == 0 {
+		return res, nil
+	}
+	if !j.Valid() {
+		return res, fmt.Errorf("collect artifacts of %s: %w", j.ID, ErrLeaseLost)
+	}
+	if err := putManifest(ctx, store, j.ID, j.Attempt, names); err != nil {
+		res.Truncated = true
+		return res, fmt.Errorf("collect artifacts of %s: %w", j.ID, err)
+	}
+	err = sb.ReadFiles(ctx, func(p string) bool { _, ok := chosen[p]; return ok }, func(p string, size int64, r io.Reader) error {
+		if size != chosen[p] {
+			return fmt.Errorf("%s changed size from %d to %d", p, chosen[p], size)
+		}
+		if !j.Valid() {
+			return ErrLeaseLost
+		}
+		name := job.ArtifactObject(j.ID, j.Attempt, p)
+		h := sha256.New()
+		info, err := store.Put(ctx, jetstream.ObjectMeta{Name: name}, io.TeeReader(r, h))
+		if err != nil {
+			return fmt.Errorf("put %s: %w", name, err)
+		}
+		if int64(info.Size) != size {
+			return fmt.Errorf("put %s: stored %d bytes of %d", name, info.Size, size)
+		}
+		res.Artifacts = append(res.Artifacts, job.Artifact{Path: p, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), Object: name})
+		return nil
+	})
+	if err == nil && len(res.Artifacts) != len(chosen) {
+		err = fmt.Errorf("%d of %d files left the workspace", len(chosen)-len(res.Artifacts), len(chosen))
+	}
+	if err != nil {
+		res.Truncated = true
+		return res, fmt.Errorf("collect artifacts of %s: %w", j.ID, err)
+	}
 	return res, nil
+}
+
+func matchAny(patterns []string, p string) bool {
+	for _, pat := range patterns {
+		if job.MatchOutput(pat, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // manifest names the objects an attempt stored, or was about to.

@@ -8,9 +8,9 @@
 //     stays bounded whatever the files' size.
 //   - artifact_files and artifact_bytes bound what is kept: the first file that would pass either
 //     ends the collection, and the settlement says artifacts_truncated.
-//   - Before each put the attempt checks that its lease is valid, as for pages, and records the
-//     object's name in its manifest, the object <job>/<attempt> (never an artifact's name: a path
-//     is not empty). So whoever settles the job finds every object any attempt may have stored,
+//   - Before its puts the attempt records the names of every object it will store in its
+//     manifest, the object <job>/<attempt> (never an artifact's name: a path is not empty), and
+//     before each put it checks that its lease is valid, as for pages. So whoever settles the job finds every object any attempt may have stored,
 //     without listing the bucket.
 //   - G4 for artifacts: what the settlement lists is what the bucket holds. The attempt that
 //     settles removes, before it settles, every object in any attempt's manifest that it does not
