@@ -231,6 +231,9 @@ func (r *Runner) dispatch(ctx context.Context, a *attempt, b job.Bounds, payload
 	sctx, cancel := r.settleCtx(ctx)
 	defer cancel()
 	arts := r.collect(sctx, a, b, sb)
+	if arts != nil {
+		r.phase("collected")
+	}
 	destroyErr := sb.Destroy(sctx)
 	if destroyErr != nil {
 		a.log.Error("destroy sandbox", "err", destroyErr)
