@@ -22,9 +22,16 @@ os.symlink('/etc', 'out/etc')
 os.makedirs('out/dir.csv')
 `
 
+// TestArtifacts runs jobs that keep files on both providers.
 func TestArtifacts(t *testing.T) {
+	for _, provider := range []string{"namespace", "docker"} {
+		t.Run(provider, func(t *testing.T) { testArtifacts(t, provider == "docker") })
+	}
+}
+
+func testArtifacts(t *testing.T, useDocker bool) {
 	f := newFleet(t)
-	f.startWorker(workerOpts{})
+	f.startWorker(workerOpts{docker: useDocker})
 	store, err := f.js.ObjectStore(t.Context(), f.subjects.ArtifactsBucket())
 	if err != nil {
 		t.Fatal(err)

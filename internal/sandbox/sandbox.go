@@ -9,6 +9,8 @@
 //   - Run copies stdin in, copies stdout and stderr out as they come, and returns when the
 //     program and every process it started have ended. It enforces Spec.Timeout itself. When ctx
 //     ends or a writer returns an error, it kills the whole sandbox and returns Exit.Killed.
+//   - After Run, the sandbox keeps its /workspace until Destroy, also when Run ended the program
+//     at its timeout or on a cancel; a provider's sandboxes read it as a [FileReader].
 //   - Destroy kills what is left and returns nil only when nothing of the sandbox remains:
 //     no process, no cgroup or container, no files.
 //   - A sandbox has no network but loopback, no view of the host's files beyond its profile's
