@@ -33,6 +33,9 @@ type Profile struct {
 	Root        string   `json:"root,omitempty"`  // namespace provider: root file system; "" is the host's /usr
 	Image       string   `json:"image,omitempty"` // docker provider: image reference
 	Digest      string   `json:"digest,omitempty"`
+	// Requires are files the root or image must hold for the profile to be offered (a
+	// profile's libraries); a worker whose root or image lacks one does not serve the profile.
+	Requires []string `json:"requires,omitempty"`
 }
 
 // Spec is what one sandbox is made for.

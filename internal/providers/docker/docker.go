@@ -148,7 +148,8 @@ func (p *Provider) Name() string { return "docker" }
 func (p *Provider) APIVersion() string { return p.c.ClientVersion() }
 
 // Resolve checks that every profile's image exists and pins the profile to it: the image id is
-// the profile's digest. A profile that names a digest must match its image's id.
+// the profile's digest. A profile that names a digest must match its image's id. A profile whose
+// image lacks a file it requires is left out, with a warning.
 func (p *Provider) Resolve(ctx context.Context, s profile.Set) (profile.Set, error) {
 	out := profile.Set{}
 	for name, prof := range s {
@@ -158,6 +159,12 @@ func (p *Provider) Resolve(ctx context.Context, s profile.Set) (profile.Set, err
 		img, err := p.c.ImageInspect(ctx, prof.Image)
 		if err != nil {
 			return nil, fmt.Errorf("profile %s: image %s missing (build it offline with `make image`): %w", name, prof.Image, err)
+		}
+		if missing, err := p.missing(ctx, img.ID, prof.Requires); err != nil {
+			return nil, fmt.Errorf("profile %s: %w", name, err)
+		} else if missing != "" {
+			p.log.Warn("profile not offered: its image lacks a file it requires", "profile", name, "image", prof.Image, "file", missing)
+			continue
 		}
 		pinned := prof
 		pinned.Image = img.ID

@@ -16,7 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
@@ -254,4 +256,29 @@ func (s *containerSandbox) heldExit(exit sandbox.Exit, start time.Time, ws sysca
 	}
 	guard.Mark(&exit)
 	return exit, nil
+}
+
+// missing returns the first of files that image lacks, or "". It looks through a container
+// created from the image and never started.
+func (p *Provider) missing(ctx context.Context, image string, files []string) (string, error) {
+	if len(files) == 0 {
+		return "", nil
+	}
+	res, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Entrypoint: []string{"/nonexistent"}, NetworkDisabled: true, Labels: map[string]string{LabelFleet: p.o.Fleet}},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		return "", fmt.Errorf("inspect image %s: %w", image, err)
+	}
+	defer func() { _ = p.remove(context.WithoutCancel(ctx), res.ID) }()
+	for _, f := range files {
+		if _, err := p.c.ContainerStatPath(ctx, res.ID, client.ContainerStatPathOptions{Path: f}); err != nil {
+			if cerrdefs.IsNotFound(err) {
+				return f, nil
+			}
+			return "", fmt.Errorf("inspect image %s: %w", image, err)
+		}
+	}
+	return "", nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -133,4 +134,48 @@ func readAfter(ctx context.Context, t *testing.T, e Env, code string, mod func(*
 		t.Fatalf("ReadFiles() error = %v (stderr %q)", err, clip(stderr.String()))
 	}
 	return got
+}
+
+// PlotCode draws a plot with pandas and matplotlib and saves it to out/plot.png; it prints the
+// backend, which the python3-data profile sets, not the job.
+const PlotCode = `import os
+import numpy as np
+import pandas as pd
+import matplotlib
+import matplotlib.pyplot as plt
+x = np.linspace(0, 4 * np.pi, 200)
+df = pd.DataFrame({"x": x, "sin": np.sin(x)})
+os.makedirs("out", exist_ok=True)
+df.plot(x="x", y="sin").figure.savefig("out/plot.png", dpi=60)
+print(matplotlib.get_backend())
+`
+
+// RunDataProfile runs [PlotCode] in e's python3-data profile and reads the plot back: a PNG.
+func RunDataProfile(t *testing.T, e Env) {
+	prof, ok := e.Profiles[profile.DataProfile]
+	if !ok {
+		testenv.Missing(t, "profile %s: the root fs or image lacks numpy, pandas or matplotlib (make image)", profile.DataProfile)
+	}
+	ctx := t.Context()
+	spec := Spec(prof)
+	spec.Timeout, spec.MemoryBytes = 60*time.Second, 512<<20
+	sb, err := e.Provider.Create(ctx, spec)
+	if err != nil {
+		t.Fatalf("Create() error = %v", err)
+	}
+	defer sb.Destroy(context.WithoutCancel(ctx))
+	payload, _ := profile.Payload(job.Request{Code: PlotCode})
+	var out, errb bytes.Buffer
+	exit, err := sb.Run(ctx, bytes.NewReader(payload), &out, &errb)
+	if err != nil || exit.Code != 0 || strings.TrimSpace(out.String()) != "agg" {
+		t.Fatalf("Run() = %+v, %v; stdout %q, stderr %q; want exit 0 printing agg", exit, err, out.String(), clip(errb.String()))
+	}
+	var png []byte
+	err = sb.(sandbox.FileReader).ReadFiles(ctx, func(p string) bool { return p == "out/plot.png" }, func(_ string, _ int64, r io.Reader) error {
+		png, err = io.ReadAll(r)
+		return err
+	})
+	if err != nil || len(png) < 1000 || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("ReadFiles() = %d bytes (%q…), %v; want a PNG", len(png), png[:min(len(png), 8)], err)
+	}
 }
