@@ -40,20 +40,10 @@ func checkOutputs(patterns []string) error {
 		return reject(ReasonInvalidOutputs, "%d patterns, at most %d", len(patterns), MaxOutputs)
 	}
 	for _, p := range patterns {
-		switch {
-		case p == "":
-			return reject(ReasonInvalidOutputs, "empty pattern")
-		case strings.ContainsRune(p, 0):
-			return reject(ReasonInvalidOutputs, "pattern contains NUL")
-		case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
-			return reject(ReasonInvalidOutputs, "%q is absolute", clip(p))
-		case len(p) > 1024:
-			return reject(ReasonInvalidOutputs, "pattern longer than 1024 bytes")
+		if err := checkRelative(ReasonInvalidOutputs, "pattern", p); err != nil {
+			return err
 		}
 		for _, part := range strings.Split(p, "/") {
-			if part == ".." {
-				return reject(ReasonInvalidOutputs, "%q leaves /workspace", clip(p))
-			}
 			if _, err := path.Match(part, ""); err != nil {
 				return reject(ReasonInvalidOutputs, "%q: %v", clip(p), err)
 			}

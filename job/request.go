@@ -193,23 +193,32 @@ func (r *Request) Validate(p Policy) (Bounds, error) {
 }
 
 func checkPath(p string) error {
-	switch {
-	case p == "":
-		return reject(ReasonInvalidPath, "empty path")
-	case strings.ContainsRune(p, 0):
-		return reject(ReasonInvalidPath, "path contains NUL")
-	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
-		return reject(ReasonInvalidPath, "%q is absolute", clip(p))
-	case len(p) > 1024:
-		return reject(ReasonInvalidPath, "path longer than 1024 bytes")
-	}
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return reject(ReasonInvalidPath, "%q leaves /workspace", clip(p))
-		}
+	if err := checkRelative(ReasonInvalidPath, "path", p); err != nil {
+		return err
 	}
 	if c := path.Clean(p); c == "." {
 		return reject(ReasonInvalidPath, "%q names no file", clip(p))
+	}
+	return nil
+}
+
+// checkRelative refuses, with reason, a path or pattern p that is not a relative one inside
+// /workspace: empty, with NUL, absolute, too long, or with a ".." element.
+func checkRelative(reason Reason, what, p string) error {
+	switch {
+	case p == "":
+		return reject(reason, "empty %s", what)
+	case strings.ContainsRune(p, 0):
+		return reject(reason, "%s contains NUL", what)
+	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
+		return reject(reason, "%q is absolute", clip(p))
+	case len(p) > 1024:
+		return reject(reason, "%s longer than 1024 bytes", what)
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return reject(reason, "%q leaves /workspace", clip(p))
+		}
 	}
 	return nil
 }

@@ -24,6 +24,10 @@ type FileReader interface {
 	ReadFiles(ctx context.Context, match func(path string) bool, fn func(path string, size int64, r io.Reader) error) error
 }
 
+// ErrWorkspaceGone is returned, wrapped, by ReadFiles when the sandbox no longer holds its
+// /workspace: its supervisor was killed (a kill that could not wait, a failure) or it was destroyed.
+var ErrWorkspaceGone = errors.New("sandbox workspace gone")
+
 // WalkFiles is [FileReader.ReadFiles] over the directory dir, for a provider that can open the
 // sandbox's /workspace: no process may be left in the sandbox, so nothing can swap a checked
 // directory for a link while it walks. Every open refuses to follow a link.

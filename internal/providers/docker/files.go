@@ -33,10 +33,6 @@ import (
 
 var _ sandbox.FileReader = (*containerSandbox)(nil)
 
-// ErrGone is returned by ReadFiles when the container no longer holds /workspace: its init
-// ended (a kill, a failure) before it reported the program's end.
-var ErrGone = errors.New("sandbox workspace gone")
-
 // collectArg, after initPath, makes the init binary the collector.
 const collectArg = "--runfleet-collect"
 
@@ -56,16 +52,6 @@ func (h *holdMarker) get() []byte {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.m
-}
-
-// reapAll waits for every child left, so that none is running once it returns.
-func reapAll() {
-	for {
-		var ws syscall.WaitStatus
-		if _, err := syscall.Wait4(-1, &ws, 0, nil); err != nil && err != syscall.EINTR {
-			return
-		}
-	}
 }
 
 // newMarker is a marker the program cannot guess: it starts with NUL, which output rarely holds,
@@ -136,7 +122,7 @@ func (t *trailerWriter) flush() {
 // ReadFiles runs the collector in the held container and reads its tar stream.
 func (s *containerSandbox) ReadFiles(ctx context.Context, match func(string) bool, fn func(string, int64, io.Reader) error) error {
 	if !s.held.Load() || s.gone {
-		return fmt.Errorf("read %s: %w", s.id, ErrGone)
+		return fmt.Errorf("read %s: %w", s.id, sandbox.ErrWorkspaceGone)
 	}
 	ex, err := s.p.c.ExecCreate(ctx, s.id, client.ExecCreateOptions{User: s.p.o.User, AttachStdout: true, AttachStderr: true,
 		WorkingDir: "/", Cmd: []string{initPath, collectArg}})

@@ -106,7 +106,7 @@ func runInit(argv []string) (int, error) {
 		// No process but this one is left to write: the marker, which the program never saw,
 		// ends the output. The container stays, and /workspace with it, until the worker's
 		// attach closes (relayStdin exits) or it is removed.
-		reapAll()
+		sandbox.ReapAll()
 		if _, err := fmt.Fprintf(os.Stdout, "%s%d\n", m, uint32(ws)); err != nil {
 			return 1, err
 		}

@@ -2,7 +2,6 @@ package namespace
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -14,10 +13,6 @@ import (
 
 var _ sandbox.FileReader = (*nsSandbox)(nil)
 
-// ErrGone is returned by ReadFiles when the sandbox's supervisor no longer holds /workspace: it
-// was killed (a timeout, a kill) or the sandbox destroyed.
-var ErrGone = errors.New("sandbox workspace gone")
-
 // ReadFiles reads the sandbox's /workspace through its supervisor's root (/proc/PID/root), which
 // the supervisor keeps after the program ended and every process of it was killed.
 func (s *nsSandbox) ReadFiles(ctx context.Context, match func(string) bool, fn func(string, int64, io.Reader) error) error {
@@ -25,11 +20,11 @@ func (s *nsSandbox) ReadFiles(ctx context.Context, match func(string) bool, fn f
 	defer s.mu.Unlock()
 	select {
 	case <-s.exited:
-		return fmt.Errorf("read %s: %w", s.id, ErrGone)
+		return fmt.Errorf("read %s: %w", s.id, sandbox.ErrWorkspaceGone)
 	default:
 	}
 	if s.destroyed || !s.started {
-		return fmt.Errorf("read %s: %w", s.id, ErrGone)
+		return fmt.Errorf("read %s: %w", s.id, sandbox.ErrWorkspaceGone)
 	}
 	return sandbox.WalkFiles(ctx, "/proc/"+strconv.Itoa(s.cmd.Process.Pid)+"/root/workspace", match, fn)
 }

@@ -83,19 +83,9 @@ func Init() {
 	// the namespace, and with it /workspace, until the worker is done reading its files and
 	// destroys the sandbox, or is gone.
 	_ = syscall.Kill(-1, syscall.SIGKILL)
-	reapAll()
+	sandbox.ReapAll()
 	fmt.Fprintf(status, "exit %d\n", uint32(ws))
 	select {}
-}
-
-// reapAll waits for every child left, so that none is running once it returns.
-func reapAll() {
-	for {
-		var ws syscall.WaitStatus
-		if _, err := syscall.Wait4(-1, &ws, 0, nil); err != nil && err != syscall.EINTR {
-			return
-		}
-	}
 }
 
 // supervise prepares the sandbox, runs the program and returns its wait status.
