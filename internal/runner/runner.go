@@ -38,8 +38,8 @@ type Options struct {
 	Logger      *slog.Logger // carries the worker's identity; the runner adds job keys
 	Observer    Observer
 	// Hook, when set, is told each phase a job passes: claimed, reserved, associated, running (the
-	// program has run a moment), collected (its outputs are stored, the job not yet settled), settled. Fault tests kill the process at one; production builds
-	// leave it nil.
+	// program has run a moment), collected (its outputs are stored, the job is not yet settled),
+	// settled. Fault tests kill the process at one; production builds leave it nil.
 	Hook func(phase string)
 }
 

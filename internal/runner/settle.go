@@ -80,7 +80,8 @@ func (r *Runner) settleUndispatched(ctx context.Context, a *attempt, status job.
 // settleChain stores the settlement of a job this attempt dispatched, as the last write of its
 // result chain.
 func (r *Runner) settleChain(ctx context.Context, a *attempt, chain *queue.Chain, st job.Settlement) {
-	// This attempt dispatched the job: no other attempt did, so its own manifest is all there is.
+	// This attempt dispatched the job, so no other one stored artifacts: the sweep removes what
+	// this one put and does not list (a put that failed half way).
 	collected := len(a.outputs) > 0
 	if collected {
 		if err := r.sweep(ctx, a, st); err != nil {
