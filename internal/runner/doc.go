@@ -1,8 +1,7 @@
 // Package runner lives one job's life, in this order: validate → claim → reserve the dispatch →
 // create the sandbox → associate it → send the payload → read stdout and stderr into pages while
 // it runs → store the files its outputs match (package artifact) → destroy the sandbox → settle
-// → ack. It also owns the fetch loops of a worker's queues
-// and its slots.
+// → ack. It also owns the fetch loops of a worker's queues and its slots.
 //
 // Invariants, each kept by a step that cannot be skipped:
 //   - Nothing of a job enters a sandbox before its reservation is stored in Redis and the
