@@ -84,7 +84,39 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, 
 			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
 		}
 	}
-	return nil
+	return ensureArtifacts(ctx, js, s, o)
+}
+
+// ensureArtifacts creates the artifacts bucket when it is missing, its objects living as long as
+// the results that list them; an existing bucket keeps its settings but for replicas, raised as a
+// stream's are.
+func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects, o StreamOptions) error {
+	cfg := jetstream.ObjectStoreConfig{
+		Bucket:      s.ArtifactsBucket(),
+		Description: "runfleet artifacts: files jobs produced, <job>/<attempt>/<path>",
+		TTL:         cmp.Or(o.ResultsMaxAge, 24*time.Hour),
+		Storage:     jetstream.FileStorage,
+		Replicas:    cmp.Or(o.Replicas, 1),
+	}
+	_, err := js.ObjectStore(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateObjectStore(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			err = nil // another worker made it meanwhile
+		}
+		if err != nil {
+			return fmt.Errorf("create bucket %s: %w", cfg.Bucket, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
+	}
+	st, err := js.Stream(ctx, "OBJ_"+cfg.Bucket)
+	if err != nil {
+		return fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
+	}
+	return raiseReplicas(ctx, js, st, cfg.Replicas)
 }
 
 // raiseReplicas updates st to replicas when it has fewer, keeping every other setting.

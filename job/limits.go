@@ -70,6 +70,8 @@ func (l *Limits) fields(w *wireLimits, p *Policy) []limitField {
 			{p.Min.MaxPages, p.Max.MaxPages},
 			{p.Min.MemoryBytes, p.Max.MemoryBytes},
 			{p.Min.Pids, p.Max.Pids},
+			{p.Min.ArtifactBytes, p.Max.ArtifactBytes},
+			{p.Min.ArtifactFiles, p.Max.ArtifactFiles},
 		} {
 			fs[i].min, fs[i].max = b.min, b.max
 		}
@@ -116,8 +118,7 @@ func (l *Limits) UnmarshalJSON(b []byte) error {
 }
 
 // resolve checks the set limits against p and returns the bounds the job runs with. A zero field
-// of p.Max means no maximum; a zero field of p.Min means 1. The artifact limits are checked for
-// their sign only.
+// of p.Max means no maximum; a zero field of p.Min means 1.
 func (l Limits) resolve(p Policy) (Bounds, error) {
 	var w wireLimits
 	fs := l.fields(&w, &p)
@@ -148,6 +149,8 @@ func (l Limits) resolve(p Policy) (Bounds, error) {
 	b.MaxPages = cmp.Or(l.MaxPages, b.MaxPages)
 	b.MemoryBytes = cmp.Or(l.MemoryBytes, b.MemoryBytes)
 	b.Pids = cmp.Or(l.Pids, b.Pids)
+	b.ArtifactBytes = cmp.Or(l.ArtifactBytes, b.ArtifactBytes)
+	b.ArtifactFiles = cmp.Or(l.ArtifactFiles, b.ArtifactFiles)
 	if l.MaxPages == 0 {
 		b.MaxPages = max(b.MaxPages, PagesNeeded(b.Timeout, b.OutputBytes, b.PageBytes))
 		if p.Max.MaxPages > 0 {

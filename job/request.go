@@ -24,6 +24,7 @@ type Request struct {
 	Env      map[string]string `json:"env,omitempty"`
 	Files    []File            `json:"files,omitempty"`
 	Limits   Limits            `json:"limits,omitzero"`
+	Outputs  []string          `json:"outputs,omitempty"` // globs under /workspace kept as artifacts
 	Deadline time.Time         `json:"deadline,omitzero"`
 	Labels   map[string]string `json:"labels,omitempty"`
 }
@@ -43,6 +44,9 @@ type Bounds struct {
 	MaxPages    int64
 	MemoryBytes int64
 	Pids        int64
+	// ArtifactBytes and ArtifactFiles bound what is kept of the job's outputs.
+	ArtifactBytes int64
+	ArtifactFiles int64
 }
 
 // Policy is what a worker accepts: defaults for missing limits, minima, maxima, and sizes of the
@@ -61,11 +65,11 @@ type Policy struct {
 func DefaultPolicy() Policy {
 	return Policy{
 		Default: Bounds{Timeout: 10 * time.Second, OutputBytes: 1 << 20, PageBytes: 64 << 10,
-			MaxPages: 64, MemoryBytes: 256 << 20, Pids: 64},
+			MaxPages: 64, MemoryBytes: 256 << 20, Pids: 64, ArtifactBytes: 16 << 20, ArtifactFiles: 32},
 		// A sandbox's runtime and interpreter need this much to start at all.
 		Min: Bounds{MemoryBytes: 16 << 20, Pids: 8},
 		Max: Bounds{Timeout: 5 * time.Minute, OutputBytes: 16 << 20, PageBytes: 256 << 10,
-			MaxPages: 4096, MemoryBytes: 2 << 30, Pids: 512},
+			MaxPages: 4096, MemoryBytes: 2 << 30, Pids: 512, ArtifactBytes: 256 << 20, ArtifactFiles: 256},
 		MaxBodyBytes: 1000 * 1000, // under NATS's default max_payload of 1 MiB, headers included
 		MaxFiles:     256,
 		MaxEnv:       128,
@@ -203,27 +207,39 @@ func (r *Request) Validate(p Policy) (Bounds, error) {
 			return Bounds{}, reject(ReasonInvalidFiles, "mode %o of %q: only permission bits", f.Mode, clip(f.Path))
 		}
 	}
+	if err := checkOutputs(r.Outputs); err != nil {
+		return Bounds{}, err
+	}
 	return r.Limits.resolve(p)
 }
 
 func checkPath(p string) error {
-	switch {
-	case p == "":
-		return reject(ReasonInvalidPath, "empty path")
-	case strings.ContainsRune(p, 0):
-		return reject(ReasonInvalidPath, "path contains NUL")
-	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
-		return reject(ReasonInvalidPath, "%q is absolute", clip(p))
-	case len(p) > 1024:
-		return reject(ReasonInvalidPath, "path longer than 1024 bytes")
-	}
-	for _, part := range strings.Split(p, "/") {
-		if part == ".." {
-			return reject(ReasonInvalidPath, "%q leaves /workspace", clip(p))
-		}
+	if err := checkRelative(ReasonInvalidPath, "path", p); err != nil {
+		return err
 	}
 	if c := path.Clean(p); c == "." {
 		return reject(ReasonInvalidPath, "%q names no file", clip(p))
+	}
+	return nil
+}
+
+// checkRelative refuses, with reason, a path or pattern p that is not a relative one inside
+// /workspace: empty, with NUL, absolute, too long, or with a ".." element.
+func checkRelative(reason Reason, what, p string) error {
+	switch {
+	case p == "":
+		return reject(reason, "empty %s", what)
+	case strings.ContainsRune(p, 0):
+		return reject(reason, "%s contains NUL", what)
+	case strings.HasPrefix(p, "/") || strings.HasPrefix(p, `\`):
+		return reject(reason, "%q is absolute", clip(p))
+	case len(p) > 1024:
+		return reject(reason, "%s longer than 1024 bytes", what)
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return reject(reason, "%q leaves /workspace", clip(p))
+		}
 	}
 	return nil
 }
@@ -304,6 +320,8 @@ func decodeError(err error) error {
 			reason = ReasonInvalidLimits
 		case strings.HasPrefix(field, "files"):
 			reason = ReasonInvalidFiles
+		case strings.HasPrefix(field, "outputs"):
+			reason = ReasonInvalidOutputs
 		case field == "":
 			reason = ReasonInvalidJSON
 		}

@@ -1,6 +1,7 @@
 package job_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -135,5 +136,59 @@ func TestClipDetail(t *testing.T) {
 	}
 	if short := "short"; job.ClipDetail(short) != short {
 		t.Errorf("ClipDetail(%q) = %q, want it unchanged", short, job.ClipDetail(short))
+	}
+}
+
+func TestMatchOutput(t *testing.T) {
+	cases := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"out/*.png", "out/plot.png", true},
+		{"out/*.png", "out/sub/plot.png", false},
+		{"out/**/*.png", "out/plot.png", true},
+		{"out/**/*.png", "out/a/b/plot.png", true},
+		{"**", "a/b/c", true},
+		{"**/*.csv", "report.csv", true},
+		{"report.csv", "report.csv", true},
+		{"./report.csv", "report.csv", true},
+		{"report.csv", "report.csvx", false},
+		{"r?port.[cx]sv", "report.csv", true},
+		{"out/**", "outx/a", false},
+	}
+	for _, c := range cases {
+		if got := job.MatchOutput(c.pattern, c.name); got != c.want {
+			t.Errorf("MatchOutput(%q, %q) = %v, want %v", c.pattern, c.name, got, c.want)
+		}
+	}
+}
+
+func TestOutputsAccepted(t *testing.T) {
+	body := `{"language":"python3","code":"x","outputs":["out/**/*.png","report.csv"],"limits":{"artifact_bytes":1024,"artifact_files":2}}`
+	p := job.DefaultPolicy()
+	req, b, err := job.Decode([]byte(body), "ok-1", p)
+	if err != nil {
+		t.Fatalf("Decode() error = %v", err)
+	}
+	if len(req.Outputs) != 2 || b.ArtifactBytes != 1024 || b.ArtifactFiles != 2 {
+		t.Errorf("Decode() = outputs %q, bounds %+v; want 2 patterns, 1024 bytes, 2 files", req.Outputs, b)
+	}
+	if _, b, _ := job.Decode([]byte(`{"language":"python3","code":"x"}`), "ok-2", p); b.ArtifactBytes != 16<<20 || b.ArtifactFiles != 32 {
+		t.Errorf("default bounds = %+v, want 16 MiB and 32 files", b)
+	}
+}
+
+func TestSettlementArtifactsJSON(t *testing.T) {
+	for _, c := range []struct {
+		arts []job.Artifact
+		want string
+	}{{nil, ""}, {[]job.Artifact{}, `"artifacts":[]`}} {
+		b, err := json.Marshal(job.Settlement{Artifacts: c.arts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if has := strings.Contains(string(b), `"artifacts"`); has != (c.want != "") || !strings.Contains(string(b), c.want) {
+			t.Errorf("Marshal(artifacts %#v) = %s, want %q", c.arts, b, c.want)
+		}
 	}
 }

@@ -57,6 +57,7 @@ const (
 	ReasonInvalidEnv       Reason = "invalid_env"
 	ReasonInvalidDeadline  Reason = "invalid_deadline"
 	ReasonInvalidLabels    Reason = "invalid_labels"
+	ReasonInvalidOutputs   Reason = "invalid_outputs"
 	ReasonDuplicateKey     Reason = "duplicate_key"
 	ReasonTooDeep          Reason = "too_deep"
 	ReasonMissingMessageID Reason = "missing_msg_id"
@@ -79,28 +80,32 @@ type Usage struct {
 
 // Settlement is the last record of a job, stored exactly once on its settled subject.
 type Settlement struct {
-	JobID            string            `json:"job_id"`
-	Status           Status            `json:"status"`
-	Reason           Reason            `json:"reason"`
-	Detail           string            `json:"detail,omitempty"`
-	ExitCode         *int              `json:"exit_code"`
-	Signal           string            `json:"signal"`
-	StdoutBytes      int64             `json:"stdout_bytes"`
-	StderrBytes      int64             `json:"stderr_bytes"`
-	Pages            int64             `json:"pages"`
-	Truncated        bool              `json:"truncated"`
-	Attempt          int64             `json:"attempt"`
-	Worker           string            `json:"worker"`
-	Provider         string            `json:"provider,omitempty"`
-	Profile          string            `json:"profile,omitempty"`
-	ProfileDigest    string            `json:"profile_digest,omitempty"`
-	SandboxDestroyed bool              `json:"sandbox_destroyed"`
-	Usage            *Usage            `json:"usage,omitempty"`
-	Labels           map[string]string `json:"labels,omitempty"`
-	QueuedAt         time.Time         `json:"queued_at,omitzero"`
-	StartedAt        time.Time         `json:"started_at,omitzero"`
-	FinishedAt       time.Time         `json:"finished_at,omitzero"`
-	SettledAt        time.Time         `json:"settled_at"`
+	JobID            string `json:"job_id"`
+	Status           Status `json:"status"`
+	Reason           Reason `json:"reason"`
+	Detail           string `json:"detail,omitempty"`
+	ExitCode         *int   `json:"exit_code"`
+	Signal           string `json:"signal"`
+	StdoutBytes      int64  `json:"stdout_bytes"`
+	StderrBytes      int64  `json:"stderr_bytes"`
+	Pages            int64  `json:"pages"`
+	Truncated        bool   `json:"truncated"`
+	Attempt          int64  `json:"attempt"`
+	Worker           string `json:"worker"`
+	Provider         string `json:"provider,omitempty"`
+	Profile          string `json:"profile,omitempty"`
+	ProfileDigest    string `json:"profile_digest,omitempty"`
+	SandboxDestroyed bool   `json:"sandbox_destroyed"`
+	// Artifacts is what the job's outputs matched and the bucket holds: nil when the request named
+	// no outputs, empty (and stored as []) when nothing matched.
+	Artifacts          []Artifact        `json:"artifacts,omitzero"`
+	ArtifactsTruncated bool              `json:"artifacts_truncated,omitempty"`
+	Usage              *Usage            `json:"usage,omitempty"`
+	Labels             map[string]string `json:"labels,omitempty"`
+	QueuedAt           time.Time         `json:"queued_at,omitzero"`
+	StartedAt          time.Time         `json:"started_at,omitzero"`
+	FinishedAt         time.Time         `json:"finished_at,omitzero"`
+	SettledAt          time.Time         `json:"settled_at"`
 }
 
 // Err returns nil when the job succeeded. Otherwise it returns a *[RejectError] for a rejected job

@@ -93,3 +93,6 @@ func (s Subjects) ControlStream() string { return s.stream + "_CONTROL" }
 
 // Consumer is the name of the durable pull consumer that the fleet shares for queue.
 func (s Subjects) Consumer(queue string) string { return s.stream + "_WORKERS_" + queue }
+
+// ArtifactsBucket is the name of the object store bucket that holds the files jobs produced.
+func (s Subjects) ArtifactsBucket() string { return s.stream + "_ARTIFACTS" }

@@ -117,10 +117,14 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 		switch args[0] {
 		case "watch", "cancel", "workers", "bench":
 			return subcommand(sigs, args[0], args[1:], getenv, stdout, stderr)
+		case "artifacts":
+			return artifactsCommand(args[1:], getenv, stderr)
 		}
 	}
 	var o options
 	fs := runFlags(&o, stderr)
+	var arts artifactFlags
+	arts.register(fs)
 	files, progArgs, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
 	if err != nil {
 		return parseFailed(stdout, stderr, err)
@@ -131,6 +135,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	if err != nil {
 		return fail(stderr, err)
 	}
+	req.Outputs = arts.outputs
 	c, nc, err := connect(o)
 	if err != nil {
 		return fail(stderr, err)
@@ -149,7 +154,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 		fmt.Fprintln(stdout, sub.ID)
 		return 0
 	}
-	return follow(sigs, c, sub.ID, o.json, false, stdout, stderr)
+	return arts.after(c, sub.ID, follow(sigs, c, sub.ID, o.json, false, stdout, stderr), stderr)
 }
 
 // parseFailed reports a command line that did not parse, --help or --version, and returns the

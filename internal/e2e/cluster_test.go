@@ -141,7 +141,8 @@ func TestNodeLossKeepsEveryJob(t *testing.T) {
 		waitLog(t, w, `"worker started"`, time.Minute)
 	}
 	s, _ := job.NewSubjects("")
-	for _, name := range []string{s.JobsStream(), s.ResultsStream(), s.ControlStream()} {
+	// The artifacts bucket is a stream too (OBJ_<bucket>), raised with the others.
+	for _, name := range []string{s.JobsStream(), s.ResultsStream(), s.ControlStream(), "OBJ_" + s.ArtifactsBucket()} {
 		st, err := js.Stream(t.Context(), name)
 		if err != nil {
 			t.Fatal(err)
@@ -159,6 +160,9 @@ func TestNodeLossKeepsEveryJob(t *testing.T) {
 	}
 	if r := streamReplicas(t, js, s.ResultsStream()); r != 3 {
 		t.Fatalf("results stream lowered to %d replicas by a fleet asking for 1", r)
+	}
+	if r := streamReplicas(t, js, "OBJ_"+s.ArtifactsBucket()); r != 3 {
+		t.Fatalf("artifacts bucket lowered to %d replicas by a fleet asking for 1", r)
 	}
 
 	const jobs = 100

@@ -52,6 +52,29 @@ func TestKillAtEachPhase(t *testing.T) {
 	}
 }
 
+// TestKillAfterCollect kills a worker once it stored a job's artifacts and before it settled: the
+// worker that takes the job over settles it unknown, lists no artifact, and removes the dead
+// attempt's objects (G4: what a settlement lists is what the bucket holds).
+func TestKillAfterCollect(t *testing.T) {
+	f := newFleet(t)
+	a := f.start("victim", "--crash-at", "collected")
+	id := f.submit(job.Request{Language: "python3", Outputs: []string{"out/*"},
+		Code: "import os\nos.makedirs('out')\nfor n in 'abc': open('out/' + n, 'w').write(n * 1000)"})
+	a.exited(t, 30*time.Second)
+	if got := f.artifactObjects(id); len(got) != 4 { // three files and the attempt's manifest
+		t.Fatalf("objects of the dead attempt = %q, want 3 files and a manifest", got)
+	}
+	f.start("rescuer")
+	st := f.settlement(id, 30*time.Second)
+	if st.Status != job.StatusUnknown || st.Artifacts != nil {
+		t.Errorf("settled %s with artifacts %v, want unknown with none", st.Status, st.Artifacts)
+	}
+	f.queueDrained(30 * time.Second)
+	if got := f.artifactObjects(id); len(got) != 0 {
+		t.Errorf("bucket holds %q after the takeover settled, want nothing of the job", got)
+	}
+}
+
 // TestStalledWorkerIsFenced stops a worker mid-job for longer than its lease and AckWait, lets
 // another worker take the redelivery, and resumes it: nothing it writes after is stored.
 func TestStalledWorkerIsFenced(t *testing.T) {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -243,4 +244,27 @@ func leftoverCgroups(pid int) []string {
 		return nil
 	})
 	return left
+}
+
+// artifactObjects names the objects of job id in the artifacts bucket.
+func (f *fleet) artifactObjects(id string) []string {
+	f.t.Helper()
+	store, err := f.js.ObjectStore(f.t.Context(), "RUNFLEET_ARTIFACTS")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	list, err := store.List(f.t.Context())
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil
+	}
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var names []string
+	for _, o := range list {
+		if strings.HasPrefix(o.Name, id+"/") {
+			names = append(names, o.Name)
+		}
+	}
+	return names
 }

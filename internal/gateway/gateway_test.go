@@ -216,24 +216,12 @@ func TestGateway(t *testing.T) {
 		if code != http.StatusNotFound || !bytes.Contains(b, []byte(`"no_artifact"`)) {
 			t.Errorf("GET artifact of a job without = %d %s, want 404 no_artifact", code, b)
 		}
-		// No worker stores artifacts yet (issue 14): store one as PROTOCOL.md says a worker does,
-		// an object <job>/<attempt>/<path> and a settlement that lists it.
-		id, content := "gw-artifact", []byte("artifact bytes\x00\xff")
-		js, err := jetstream.New(f.nats.Conn())
-		if err != nil {
-			t.Fatal(err)
+		// A job that keeps a file: the worker stores it and the settlement lists it.
+		code, ans = f.post("?wait=true", `{"language":"python3","outputs":["out/*.bin"],"code":"import os\nos.makedirs('out')\nopen('out/data.bin','wb').write(b'artifact bytes\\x00\\xff')"}`)
+		if code != http.StatusOK || ans["status"] != "succeeded" {
+			t.Fatalf("POST = %d %v", code, ans)
 		}
-		store, err := js.CreateObjectStore(t.Context(), jetstream.ObjectStoreConfig{Bucket: strings.ToUpper(strings.ReplaceAll(f.prefix, "-", "_")) + "_ARTIFACTS"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := store.PutBytes(t.Context(), id+"/1/out/data.bin", content); err != nil {
-			t.Fatal(err)
-		}
-		settled := fmt.Sprintf(`{"job_id":%q,"status":"succeeded","attempt":1,"artifacts":[{"path":"out/data.bin","size":%d,"sha256":"x","object":"%s/1/out/data.bin"}],"artifacts_truncated":false}`, id, len(content), id)
-		if _, err := js.Publish(t.Context(), f.prefix+".results."+id+".settled", []byte(settled)); err != nil {
-			t.Fatal(err)
-		}
+		id, content := ans["job_id"].(string), []byte("artifact bytes\x00\xff")
 		code, b = f.do("GET", "/v1/jobs/"+id+"/artifacts/out/data.bin", apiKey, nil)
 		if code != http.StatusOK || !bytes.Equal(b, content) {
 			t.Errorf("GET artifact = %d %q, want 200 %q", code, b, content)

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -225,15 +224,7 @@ func lookupFailure(id string, err error) errorBody {
 }
 
 // artifactEntry is one file of a settlement's "artifacts" list (PROTOCOL.md, Artifacts).
-type artifactEntry struct {
-	Path   string `json:"path"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
-	Object string `json:"object"`
-}
-
-// artifact streams a file the settlement lists, from the fleet's object store bucket. It reads
-// the stored settlement rather than job.Settlement, which does not carry artifacts yet.
+// artifact streams a file the settlement lists, from the fleet's object store bucket.
 func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
 	if !ok {
@@ -244,14 +235,12 @@ func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var st struct {
-		Artifacts []artifactEntry `json:"artifacts"`
-	}
+	var st job.Settlement
 	if err := json.Unmarshal(raw, &st); err != nil {
 		writeError(w, http.StatusBadGateway, "invalid_settlement", "the stored settlement is not readable")
 		return
 	}
-	var entry *artifactEntry
+	var entry *job.Artifact
 	for i := range st.Artifacts {
 		if st.Artifacts[i].Path == path {
 			entry = &st.Artifacts[i]
@@ -261,9 +250,9 @@ func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no_artifact", fmt.Sprintf("the settlement of job %s lists no artifact %q (a job keeps artifacts when its request names outputs)", id, clip(path)))
 		return
 	}
-	store, err := g.js.ObjectStore(r.Context(), g.artifactsBucket())
+	store, err := g.js.ObjectStore(r.Context(), g.subjects.ArtifactsBucket())
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		writeError(w, http.StatusNotFound, "no_artifact", "the fleet has no artifacts bucket "+g.artifactsBucket())
+		writeError(w, http.StatusNotFound, "no_artifact", "the fleet has no artifacts bucket "+g.subjects.ArtifactsBucket())
 		return
 	}
 	if err != nil {
@@ -290,11 +279,6 @@ func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.Copy(w, obj); err != nil {
 		g.log.Warn("send artifact", "job_id", id, "object", entry.Object, "err", err)
 	}
-}
-
-// artifactsBucket is the object store bucket of PROTOCOL.md: the streams' prefix and _ARTIFACTS.
-func (g *Gateway) artifactsBucket() string {
-	return strings.TrimSuffix(g.subjects.JobsStream(), "_JOBS") + "_ARTIFACTS"
 }
 
 func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {

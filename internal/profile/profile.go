@@ -41,7 +41,7 @@ func (s Set) Names() []string {
 	return names
 }
 
-// Builtin returns python3 and nodejs. With root "", they run the host's /usr/bin interpreters
+// Builtin returns python3 and nodejs, and [DataProfile] unless root lacks its packages. With root "", they run the host's /usr/bin interpreters
 // (namespace provider); image names the sandbox image (Docker provider), whose interpreters are at
 // the same paths.
 func Builtin(root, image string) Set {
@@ -49,12 +49,41 @@ func Builtin(root, image string) Set {
 		"python3": {Name: "python3", Interpreter: []string{"/usr/bin/python3", "-I", "-c", pythonBootstrap}, Root: root, Image: image},
 		"nodejs":  {Name: "nodejs", Interpreter: []string{"/usr/bin/node", "-e", nodeBootstrap}, Root: root, Image: image},
 	}
+	data := sandbox.Profile{Name: DataProfile, Root: root, Image: image, Requires: DataRequires,
+		Interpreter: []string{"/usr/bin/env", "MPLBACKEND=Agg", "/usr/bin/python3", "-I", "-c", pythonBootstrap}}
+	// A root file system is checked here; an image by the Docker provider's Resolve.
+	if image != "" || HasRequired(data) {
+		s[DataProfile] = data
+	}
 	if image == "" {
 		for n, p := range s {
 			s[n] = WithDigest(p)
 		}
 	}
 	return s
+}
+
+// DataProfile is python3 with numpy, pandas and matplotlib (drawing to files: MPLBACKEND=Agg is
+// the profile's, not the job's). A worker offers it only when its root file system or image
+// holds the three packages (Debian's python3-numpy, python3-pandas, python3-matplotlib): see
+// DataRequires.
+const DataProfile = "python3-data"
+
+// DataRequires are the files [DataProfile] needs in its root or image.
+var DataRequires = []string{
+	"/usr/lib/python3/dist-packages/numpy/__init__.py",
+	"/usr/lib/python3/dist-packages/pandas/__init__.py",
+	"/usr/lib/python3/dist-packages/matplotlib/__init__.py",
+}
+
+// HasRequired reports whether p's root file system holds every file p requires.
+func HasRequired(p sandbox.Profile) bool {
+	for _, f := range p.Requires {
+		if _, err := os.Stat(filepath.Join(p.Root, f)); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // WithDigest fills p.Digest of a root-file-system profile when it is empty (a Docker profile's
@@ -117,6 +146,9 @@ func Load(path string, base Set) (Set, error) {
 			return nil, fmt.Errorf("profiles %s: %s: no interpreter", path, p.Name)
 		}
 		if p.Image == "" {
+			if !HasRequired(p) {
+				return nil, fmt.Errorf("profiles %s: %s: root %q lacks a file of requires %q", path, p.Name, p.Root, p.Requires)
+			}
 			p = WithDigest(p)
 		}
 		out[p.Name] = p

@@ -3,6 +3,7 @@ package profile_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,5 +63,33 @@ func TestDigestFollowsTheInterpreter(t *testing.T) {
 	}
 	if again := profile.Builtin("", "")["python3"]; again.Digest != a.Digest {
 		t.Errorf("digest is not stable: %s then %s", a.Digest, again.Digest)
+	}
+}
+
+// TestDataProfile: python3-data is offered only by a root fs with its packages, draws with Agg
+// set by the profile, and has a digest of its own.
+func TestDataProfile(t *testing.T) {
+	root := t.TempDir()
+	if profile.Builtin(root, "").Has(profile.DataProfile) {
+		t.Errorf("a root fs without numpy, pandas and matplotlib offers %s", profile.DataProfile)
+	}
+	for _, f := range profile.DataRequires {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := profile.Builtin(root, "")
+	data, ok := s[profile.DataProfile]
+	if !ok {
+		t.Fatalf("a root fs with the packages offers %v, want %s too", s.Names(), profile.DataProfile)
+	}
+	if !slices.Contains(data.Interpreter, "MPLBACKEND=Agg") || data.Digest == "" || data.Digest == s["python3"].Digest {
+		t.Errorf("%s = %+v; want MPLBACKEND=Agg in its command and a digest of its own", profile.DataProfile, data)
+	}
+	if !profile.Builtin("", "runfleet-sandbox:latest").Has(profile.DataProfile) {
+		t.Errorf("an image profile set lacks %s: the Docker provider's Resolve decides", profile.DataProfile)
 	}
 }

@@ -30,6 +30,8 @@ type attempt struct {
 	log   *slog.Logger
 	lease *lease.Lease
 	base  job.Settlement // fields every settlement of this attempt carries
+
+	outputs []string // the request's, kept as artifacts after the program ends
 }
 
 func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
@@ -121,6 +123,7 @@ func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
 		return
 	}
 	a.base.Labels = req.Labels
+	a.outputs = req.Outputs
 	a.base.Profile = req.Language
 	prof := r.o.Profiles[req.Language]
 	a.base.ProfileDigest = prof.Digest
@@ -227,6 +230,10 @@ func (r *Runner) dispatch(ctx context.Context, a *attempt, b job.Bounds, payload
 
 	sctx, cancel := r.settleCtx(ctx)
 	defer cancel()
+	arts := r.collect(sctx, a, b, sb)
+	if arts != nil {
+		r.phase("collected")
+	}
 	destroyErr := sb.Destroy(sctx)
 	if destroyErr != nil {
 		a.log.Error("destroy sandbox", "err", destroyErr)
@@ -240,6 +247,9 @@ func (r *Runner) dispatch(ctx context.Context, a *attempt, b job.Bounds, payload
 	st.SandboxDestroyed = destroyErr == nil
 	st.StdoutBytes, st.StderrBytes, st.Pages = outBytes, errBytes, nPages
 	st.Truncated = limit != ""
+	if arts != nil {
+		st.Artifacts, st.ArtifactsTruncated = arts.Artifacts, arts.Truncated
+	}
 	st.Usage = usage(exit.Usage)
 	code := exit.Code
 	st.ExitCode, st.Signal = &code, exit.Signal

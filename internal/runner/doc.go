@@ -1,7 +1,7 @@
 // Package runner lives one job's life, in this order: validate → claim → reserve the dispatch →
 // create the sandbox → associate it → send the payload → read stdout and stderr into pages while
-// it runs → destroy the sandbox → settle → ack. It also owns the fetch loops of a worker's queues
-// and its slots.
+// it runs → store the files its outputs match (package artifact) → destroy the sandbox → settle
+// → ack. It also owns the fetch loops of a worker's queues and its slots.
 //
 // Invariants, each kept by a step that cannot be skipped:
 //   - Nothing of a job enters a sandbox before its reservation is stored in Redis and the
@@ -27,6 +27,10 @@
 //   - A job's message is acked only after its settlement is stored; a settlement that cannot be
 //     stored leaves the message for redelivery, where the claim finds the reservation and settles
 //     unknown.
+//   - Artifacts are collected after the program ended, whatever its status, before the sandbox
+//     is destroyed, while the lease holds; the settlement lists them, and before it is stored
+//     every object of the job it does not list is removed (an unknown settlement after a
+//     takeover lists none and removes the dead attempt's).
 //   - Pre-dispatch failures are counted in the record and settle error after MaxFailures, with
 //     backoff between tries, instead of relying on JetStream's MaxDeliver.
 package runner

@@ -21,6 +21,7 @@ import (
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/profile"
+	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
@@ -30,6 +31,7 @@ import (
 
 func TestMain(m *testing.M) {
 	namespace.Init()
+	docker.Init()
 	goleak.VerifyTestMain(m)
 }
 
@@ -71,18 +73,16 @@ type workerOpts struct {
 	policy      func(*job.Policy)
 	profiles    profile.Set   // added to the built-in ones
 	reconnect   time.Duration // the worker's own NATS connection waits this long to reconnect; 0 shares the test's
+	docker      bool          // the Docker provider instead of the namespace one
 }
 
 // startWorker runs a runner until the test ends.
 func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	t := f.t
 	t.Helper()
-	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", DispatchLog: sandbox.DispatchLog{Path: f.dlog}})
-	if err != nil {
-		testenv.Missing(t, "namespace provider: %v", err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p, profiles := f.provider(o.docker)
 	nc := f.nats.Conn()
+	var err error
 	if o.reconnect > 0 {
 		if nc, err = nats.Connect(f.nats.URL, nats.MaxReconnects(-1), nats.ReconnectWait(o.reconnect), nats.ReconnectJitter(0, 0)); err != nil {
 			t.Fatal(err)
@@ -101,7 +101,6 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	if o.policy != nil {
 		o.policy(&policy)
 	}
-	profiles := profile.Builtin(testenv.RootFS(t), "")
 	maps.Copy(profiles, o.profiles)
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
@@ -122,6 +121,30 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 		wg.Wait()
 	})
 	return r
+}
+
+// provider is a namespace provider, or a Docker one, with its built-in profiles.
+func (f *fleet) provider(useDocker bool) (sandbox.Provider, profile.Set) {
+	t := f.t
+	t.Helper()
+	if useDocker {
+		p, err := docker.New(t.Context(), docker.Options{Fleet: "runfleet-test-runner", DispatchLog: sandbox.DispatchLog{Path: f.dlog}})
+		if err != nil {
+			testenv.Missing(t, "docker daemon: %v", err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		profiles, err := p.Resolve(t.Context(), profile.Builtin("", cmpOr(os.Getenv("RUNFLEET_TEST_IMAGE"), "runfleet-sandbox:latest")))
+		if err != nil {
+			testenv.Missing(t, "sandbox image (make image): %v", err)
+		}
+		return p, profiles
+	}
+	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", DispatchLog: sandbox.DispatchLog{Path: f.dlog}})
+	if err != nil {
+		testenv.Missing(t, "namespace provider: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p, profile.Builtin(testenv.RootFS(t), "")
 }
 
 func cmpOr(s, def string) string {

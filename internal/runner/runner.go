@@ -38,8 +38,8 @@ type Options struct {
 	Logger      *slog.Logger // carries the worker's identity; the runner adds job keys
 	Observer    Observer
 	// Hook, when set, is told each phase a job passes: claimed, reserved, associated, running (the
-	// program has run a moment), settled. Fault tests kill the process at one; production builds
-	// leave it nil.
+	// program has run a moment), collected (its outputs are stored, the job is not yet settled),
+	// settled. Fault tests kill the process at one; production builds leave it nil.
 	Hook func(phase string)
 }
 
@@ -80,6 +80,7 @@ type Runner struct {
 
 	cancels   cancels
 	consuming atomic.Bool
+	bucket    bucket
 }
 
 // New returns a runner. The streams must exist (runfleet.EnsureStreams).

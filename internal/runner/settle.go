@@ -54,7 +54,18 @@ func (r *Runner) settleUndispatched(ctx context.Context, a *attempt, status job.
 		st.Status, st.Reason, st.Detail = status, reason, detail
 		st.Pages, st.StdoutBytes, st.StderrBytes = stored.Pages, stored.StdoutBytes, stored.StderrBytes
 		st.SettledAt = time.Now().UTC()
+		// Only an earlier attempt that dispatched can have stored artifacts, and then this one
+		// settles unknown: what it stored is listed by no settlement.
+		lost := status == job.StatusUnknown
+		if lost {
+			if err = r.sweep(sctx, a, st); err != nil {
+				break
+			}
+		}
 		if err = chain.Settle(sctx, st); err == nil {
+			if lost {
+				r.forget(sctx, a)
+			}
 			r.stored(sctx, a, st, 0)
 			return
 		}
@@ -69,15 +80,33 @@ func (r *Runner) settleUndispatched(ctx context.Context, a *attempt, status job.
 // settleChain stores the settlement of a job this attempt dispatched, as the last write of its
 // result chain.
 func (r *Runner) settleChain(ctx context.Context, a *attempt, chain *queue.Chain, st job.Settlement) {
+	// This attempt dispatched the job, so no other one stored artifacts: the sweep removes what
+	// this one put and does not list (a put that failed half way).
+	collected := len(a.outputs) > 0
+	if collected {
+		if err := r.sweep(ctx, a, st); err != nil {
+			a.log.Error("remove unlisted artifacts; leaving the job for redelivery", "err", err)
+			return
+		}
+	}
 	err := chain.Settle(ctx, st)
 	if errors.Is(err, queue.ErrConflict) {
 		a.log.Warn("settled by another attempt; storing nothing more")
+		if collected {
+			st.Artifacts = nil
+			if err := r.sweep(ctx, a, st); err != nil {
+				a.log.Warn("remove this attempt's artifacts", "err", err)
+			}
+		}
 		r.adoptSettlement(ctx, a)
 		return
 	}
 	if err != nil {
 		a.log.Error("store settlement; leaving the job for redelivery", "err", err)
 		return
+	}
+	if collected {
+		r.forget(ctx, a)
 	}
 	r.stored(ctx, a, st, st.FinishedAt.Sub(st.StartedAt))
 }

@@ -9,6 +9,8 @@
 //   - Run copies stdin in, copies stdout and stderr out as they come, and returns when the
 //     program and every process it started have ended. It enforces Spec.Timeout itself. When ctx
 //     ends or a writer returns an error, it kills the whole sandbox and returns Exit.Killed.
+//   - After Run, the sandbox keeps its /workspace until Destroy, also when Run ended the program
+//     at its timeout or on a cancel; a provider's sandboxes read it as a [FileReader].
 //   - Destroy kills what is left and returns nil only when nothing of the sandbox remains:
 //     no process, no cgroup or container, no files.
 //   - A sandbox has no network but loopback, no view of the host's files beyond its profile's
@@ -31,6 +33,9 @@ type Profile struct {
 	Root        string   `json:"root,omitempty"`  // namespace provider: root file system; "" is the host's /usr
 	Image       string   `json:"image,omitempty"` // docker provider: image reference
 	Digest      string   `json:"digest,omitempty"`
+	// Requires are files the root or image must hold for the profile to be offered (a
+	// profile's libraries); a worker whose root or image lacks one does not serve the profile.
+	Requires []string `json:"requires,omitempty"`
 }
 
 // Spec is what one sandbox is made for.

@@ -28,3 +28,14 @@ func ReapUntil(pid int) (syscall.WaitStatus, error) {
 		}
 	}
 }
+
+// ReapAll waits for every child left, so that none is running once it returns: a supervisor
+// that keeps its sandbox after the program ended calls it after killing every other process.
+func ReapAll() {
+	for {
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(-1, &ws, 0, nil); err != nil && err != syscall.EINTR {
+			return
+		}
+	}
+}

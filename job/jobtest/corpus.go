@@ -94,6 +94,15 @@ func BadInputs(maxBody int) []BadInput {
 		{"args not strings", "bad-55", ok(`,"args":[1]`), job.ReasonInvalidArgs},
 		{"arg with NUL", "bad-56", ok(`,"args":["a\u0000"]`), job.ReasonInvalidArgs},
 		{"limits null member", "bad-54", ok(`,"limits":{"pids":null,"timeout_ms":-5}`), job.ReasonInvalidLimits},
+		{"output pattern absolute", "bad-55", ok(`,"outputs":["/etc/passwd"]`), job.ReasonInvalidOutputs},
+		{"output pattern with ..", "bad-56", ok(`,"outputs":["out/../../x"]`), job.ReasonInvalidOutputs},
+		{"output pattern malformed", "bad-57", ok(`,"outputs":["out/[a-"]`), job.ReasonInvalidOutputs},
+		{"output pattern with NUL", "bad-58", ok(`,"outputs":["a\u0000b"]`), job.ReasonInvalidOutputs},
+		{"output pattern empty", "bad-59", ok(`,"outputs":[""]`), job.ReasonInvalidOutputs},
+		{"17 output patterns", "bad-60", ok(`,"outputs":[` + strings.Repeat(`"a",`, 16) + `"a"]`), job.ReasonInvalidOutputs},
+		{"outputs not a list", "bad-61", ok(`,"outputs":"out/*"`), job.ReasonInvalidOutputs},
+		{"output pattern not a string", "bad-62", ok(`,"outputs":[1]`), job.ReasonInvalidOutputs},
+		{"artifact bytes above maximum", "bad-63", ok(`,"limits":{"artifact_bytes":268435457}`), job.ReasonInvalidLimits},
 	}
 }
 

@@ -5,8 +5,10 @@
 // container's stdin and output is demultiplexed into pages as it comes.
 //
 // The container's pid 1 is the worker's own executable, bind-mounted read-only (see [Init]): it
-// ends the container when the program ends or when the worker's attach connection closes, so a
-// container never outlives its worker by more than the daemon takes to pass that on. The worker
+// ends the container when the worker's attach connection closes, so a container never outlives
+// its worker by more than the daemon takes to pass that on. When the program ends, the init kills
+// what it left, ends the output with a marker only the worker knows and holds the container, so
+// that its tmpfs /workspace can be read (see [sandbox.FileReader]) until Destroy. The worker
 // keeps the attach open for the whole run and frames stdin, so that the program's end of input
 // is not mistaken for the worker's end.
 //
@@ -146,7 +148,8 @@ func (p *Provider) Name() string { return "docker" }
 func (p *Provider) APIVersion() string { return p.c.ClientVersion() }
 
 // Resolve checks that every profile's image exists and pins the profile to it: the image id is
-// the profile's digest. A profile that names a digest must match its image's id.
+// the profile's digest. A profile that names a digest must match its image's id. A profile whose
+// image lacks a file it requires is left out, with a warning.
 func (p *Provider) Resolve(ctx context.Context, s profile.Set) (profile.Set, error) {
 	out := profile.Set{}
 	for name, prof := range s {
@@ -156,6 +159,12 @@ func (p *Provider) Resolve(ctx context.Context, s profile.Set) (profile.Set, err
 		img, err := p.c.ImageInspect(ctx, prof.Image)
 		if err != nil {
 			return nil, fmt.Errorf("profile %s: image %s missing (build it offline with `make image`): %w", name, prof.Image, err)
+		}
+		if missing, err := p.missing(ctx, img.ID, prof.Requires); err != nil {
+			return nil, fmt.Errorf("profile %s: %w", name, err)
+		} else if missing != "" {
+			p.log.Warn("profile not offered: its image lacks a file it requires", "profile", name, "image", prof.Image, "file", missing)
+			continue
 		}
 		pinned := prof
 		pinned.Image = img.ID
@@ -240,6 +249,7 @@ type containerSandbox struct {
 	cancelWait context.CancelFunc
 	waited     bool // the wait's answer was taken
 	gone       bool
+	held       atomic.Bool // the init reported the program's end and keeps /workspace
 }
 
 func (s *containerSandbox) ID() string { return s.id }
@@ -264,6 +274,23 @@ func (s *containerSandbox) kill() {
 	_, _ = s.p.c.ContainerKill(ctx, s.id, client.ContainerKillOptions{Signal: "KILL"})
 }
 
+// endProgram asks the init to kill the program and keep the container, so that a program
+// stopped at its timeout or by a cancel leaves its files to read; an init that has not reported
+// the program's end within killGrace is killed with the container.
+func (s *containerSandbox) endProgram() {
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	_, _ = s.p.c.ContainerKill(ctx, s.id, client.ContainerKillOptions{Signal: "USR1"})
+	time.AfterFunc(killGrace, func() {
+		if !s.held.Load() {
+			s.kill()
+		}
+	})
+}
+
+// killGrace is how long an init may take to end its program before the container is killed.
+const killGrace = 2 * time.Second
+
 func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (sandbox.Exit, error) {
 	var exit sandbox.Exit
 	if err := s.p.o.DispatchLog.Record(s.spec, s.id); err != nil {
@@ -281,13 +308,17 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 				s.cancelWait()
 			})
 		})
-		s.kill()
+		s.endProgram()
 	}
 	guard := sandbox.Watch(ctx, s.spec.Timeout, kill)
 	defer guard.Stop()
 
 	var wg sync.WaitGroup
+	marker := newMarker()
 	wg.Go(func() {
+		if err := writeFrame(s.attach.Conn, frameHold, marker); err != nil {
+			return
+		}
 		// The attach stays open after the payload: its close is what tells the init the worker is gone.
 		if _, err := io.Copy(frameWriter{s.attach.Conn}, stdin); err == nil {
 			_ = writeFrame(s.attach.Conn, frameClose, nil)
@@ -297,7 +328,12 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 	// streams drain, and the demultiplexer is what drains them.
 	out := &killOnError{w: stdout, onErr: func() { wg.Go(guard.Kill) }}
 	errw := &killOnError{w: stderr, onErr: out.onErr}
-	_, _ = stdcopy.StdCopy(out, errw, s.attach.Reader)
+	trailer := &trailerWriter{next: out, marker: marker}
+	_, _ = stdcopy.StdCopy(trailer, errw, s.attach.Reader)
+	if trailer.done {
+		return s.heldExit(exit, start, trailer.status, guard, &wg, &giveUp, &giveUpOnce)
+	}
+	trailer.flush()
 	var waitErr error
 	select {
 	case <-s.wait.Result:

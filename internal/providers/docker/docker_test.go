@@ -147,3 +147,28 @@ func TestInitUnreadable(t *testing.T) {
 		t.Errorf("reading the init printed %q, want 13 (EACCES); stderr %q", r.Stdout, r.Stderr)
 	}
 }
+
+// TestDataProfile: the python3-data profile of an image with numpy, pandas and matplotlib draws
+// a plot that is read back from the held container.
+func TestDataProfile(t *testing.T) {
+	p, profiles := newProvider(t)
+	providertest.RunDataProfile(t, providertest.Env{Provider: p, Profiles: profiles})
+}
+
+// TestResolveLeavesOutProfilesLackingFiles: a profile whose image lacks a file it requires is not
+// offered.
+func TestResolveLeavesOutProfilesLackingFiles(t *testing.T) {
+	p, _ := newProvider(t)
+	base := profile.Builtin("", image())
+	lacking := base["python3"]
+	lacking.Name, lacking.Requires = "python3-lacking", []string{"/usr/lib/python3/dist-packages/no-such-package/__init__.py"}
+	having := base["python3"]
+	having.Name, having.Requires = "python3-having", []string{"/usr/bin/python3"}
+	got, err := p.Resolve(t.Context(), profile.Set{lacking.Name: lacking, having.Name: having})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Has(lacking.Name) || !got.Has(having.Name) {
+		t.Errorf("Resolve() offers %v, want python3-having only", got.Names())
+	}
+}

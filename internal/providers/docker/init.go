@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -30,18 +31,24 @@ var initEnv = []string{"GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"}
 const (
 	frameData  = 'D' // bytes for the program's stdin
 	frameClose = 'E' // the program's stdin ends
+	frameHold  = 'H' // a marker: when the program ends, write it and the status, and keep the container
 )
 
 // Init runs the container init when this process was started as one, and never returns then.
 // The worker's main calls it first, and test binaries in TestMain.
 //
 // The init is pid 1 of the container. It starts the program, hands it the stdin frames the worker
-// sends, and ends the container (every process of it) when the program ends, or when its own
-// stdin reaches EOF: the daemon closes it when the worker's attach connection closes, which the
-// kernel does when the worker dies in any way.
+// sends, and ends the container (every process of it) when its own stdin reaches EOF: the daemon
+// closes it when the worker's attach connection closes, which the kernel does when the worker
+// dies in any way. When the program ends it kills every other process, writes the hold frame's
+// marker and the program's wait status on stdout, and waits for that EOF; SIGUSR1 ends the
+// program early. Started with collectArg, it is the collector of [containerSandbox.ReadFiles].
 func Init() {
 	if len(os.Args) < 2 || os.Args[0] != initPath {
 		return
+	}
+	if os.Args[1] == collectArg {
+		os.Exit(collect(os.Stdout, os.Stderr))
 	}
 	code, err := runInit(os.Args[1:])
 	if err != nil {
@@ -69,8 +76,17 @@ func runInit(argv []string) (int, error) {
 		return 127, fmt.Errorf("exec %s: %w", argv[0], err)
 	}
 	r.Close()
+	// SIGUSR1 from the worker (a timeout, a kill) ends the program and keeps the container.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
 	go func() {
-		err := relayStdin(w, os.Stdin)
+		for range usr1 {
+			_ = syscall.Kill(-1, syscall.SIGKILL)
+		}
+	}()
+	var hold holdMarker
+	go func() {
+		err := relayStdin(w, os.Stdin, &hold)
 		if errors.Is(err, io.EOF) {
 			// The worker is gone: end everything, this init last.
 			_ = syscall.Kill(-1, syscall.SIGKILL)
@@ -86,6 +102,16 @@ func runInit(argv []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
+	if m := hold.get(); m != nil {
+		// No process but this one is left to write: the marker, which the program never saw,
+		// ends the output. The container stays, and /workspace with it, until the worker's
+		// attach closes (relayStdin exits) or it is removed.
+		sandbox.ReapAll()
+		if _, err := fmt.Fprintf(os.Stdout, "%s%d\n", m, uint32(ws)); err != nil {
+			return 1, err
+		}
+		select {}
+	}
 	if ws.Signaled() {
 		return 128 + int(ws.Signal()), nil
 	}
@@ -93,8 +119,9 @@ func runInit(argv []string) (int, error) {
 }
 
 // relayStdin copies data frames from in to the program's stdin w until a close frame, then
-// reads on: it returns only with an error, io.EOF once in reaches its end.
-func relayStdin(w *os.File, in io.Reader) error {
+// reads on: it returns only with an error, io.EOF once in reaches its end. A hold frame's marker
+// goes to hold, never to the program.
+func relayStdin(w *os.File, in io.Reader, hold *holdMarker) error {
 	var hdr [5]byte
 	buf := make([]byte, 32<<10)
 	broken := false // the program closed its stdin: frames are read and dropped
@@ -124,6 +151,15 @@ func relayStdin(w *os.File, in io.Reader) error {
 		case frameClose:
 			w.Close()
 			broken = true
+		case frameHold:
+			m, err := io.ReadAll(io.LimitReader(data, 256))
+			if err == nil {
+				_, err = io.Copy(io.Discard, data)
+			}
+			if err != nil {
+				return err
+			}
+			hold.set(m)
 		default:
 			return fmt.Errorf("frame kind %q", hdr[0])
 		}

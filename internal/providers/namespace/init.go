@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"syscall"
@@ -47,8 +48,9 @@ type initConfig struct {
 // capabilities to switch uids, loads the seccomp filter, and starts the program under the sandbox
 // uid. It never changes its own credentials, so nothing clears its hold on the worker: when the
 // lifeline pipe reaches EOF (the worker exited, was killed or OOM-killed: the kernel closes its
-// files) or the program ends, the supervisor exits, and the kernel kills everything left in the
-// namespace.
+// files), the supervisor exits, and the kernel kills everything left in the namespace. When the
+// program ends, it kills what the program left, reports the status and waits, so that the worker
+// can read /workspace (see [sandbox.FileReader]) before Destroy kills it.
 func Init() {
 	if len(os.Args) == 0 || os.Args[0] != initArg {
 		return
@@ -64,13 +66,26 @@ func Init() {
 		_, _ = io.Copy(io.Discard, lifeline)
 		os.Exit(137)
 	}()
+	// SIGUSR1 from the worker ends the program (a timeout, a kill) but keeps /workspace.
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			_ = syscall.Kill(-1, syscall.SIGKILL)
+		}
+	}()
 	ws, err := supervise(status)
 	if err != nil {
 		fmt.Fprintf(status, "%v", err)
 		os.Exit(1)
 	}
+	// Every process of the program ends before its status is told; the supervisor then keeps
+	// the namespace, and with it /workspace, until the worker is done reading its files and
+	// destroys the sandbox, or is gone.
+	_ = syscall.Kill(-1, syscall.SIGKILL)
+	sandbox.ReapAll()
 	fmt.Fprintf(status, "exit %d\n", uint32(ws))
-	os.Exit(0)
+	select {}
 }
 
 // supervise prepares the sandbox, runs the program and returns its wait status.
@@ -136,7 +151,9 @@ func prepare(c initConfig) error {
 			return fmt.Errorf("setrlimit %d: %w", rl.res, err)
 		}
 	}
-	keep := uint64(1)<<unix.CAP_SETUID | uint64(1)<<unix.CAP_SETGID
+	// CAP_KILL ends the program's processes (other uid) while the supervisor stays; the program
+	// gets none of these: its uid change clears them, and no_new_privs keeps it from regaining one.
+	keep := uint64(1)<<unix.CAP_SETUID | uint64(1)<<unix.CAP_SETGID | uint64(1)<<unix.CAP_KILL
 	for capability := 0; capability <= 63; capability++ {
 		if keep&(1<<capability) != 0 {
 			continue

@@ -229,3 +229,10 @@ func TestFailedDestroyReaped(t *testing.T) {
 		t.Errorf("mount point still there after Reap: %v", err)
 	}
 }
+
+// TestDataProfile: the python3-data profile of a root fs with numpy, pandas and matplotlib draws
+// a plot that is read back from /workspace.
+func TestDataProfile(t *testing.T) {
+	testenv.NeedRoot(t)
+	providertest.RunDataProfile(t, providertest.Env{Provider: newProvider(t, "runfleet-test"), Profiles: profile.Builtin(testenv.RootFS(t), "")})
+}

@@ -228,6 +228,7 @@ type nsSandbox struct {
 	exited     chan struct{} // closed when cmd was reaped, if it was started
 	started    bool
 	destroyed  bool
+	held       atomic.Bool // the supervisor reported the program's end and keeps /workspace
 }
 
 func (s *nsSandbox) ID() string { return s.id }
@@ -340,7 +341,7 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 		return exit, err
 	}
 	start := time.Now()
-	guard := sandbox.Watch(ctx, s.spec.Timeout, s.kill)
+	guard := sandbox.Watch(ctx, s.spec.Timeout, s.endProgram)
 	defer guard.Stop()
 
 	var wg sync.WaitGroup
@@ -366,17 +367,21 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 	}
 	wg.Go(func() { copyOut(stdout, s.stdout) })
 	wg.Go(func() { copyOut(stderr, s.stderr) })
-	<-s.exited
+	// The supervisor reports the program's status once no process of it is left, and stays; a
+	// supervisor killed by the guard reports none, and its own status stands.
+	var ws syscall.WaitStatus
+	line, err := s.status.ReadString('\n')
+	n, perr := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(line), "exit "), 10, 32)
+	if err == nil && perr == nil {
+		s.held.Store(true)
+		ws = syscall.WaitStatus(n)
+	} else {
+		<-s.exited
+		ws, _ = s.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	}
 	wg.Wait()
 	exit.Usage.Wall = time.Since(start)
 
-	// The supervisor reports the program's status; a supervisor killed by the guard reports none.
-	ws, _ := s.cmd.ProcessState.Sys().(syscall.WaitStatus)
-	if line, err := s.status.ReadString('\n'); err == nil {
-		if n, err := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(line), "exit "), 10, 32); err == nil {
-			ws = syscall.WaitStatus(n)
-		}
-	}
 	if ws.Signaled() {
 		exit.Signal = unix.SignalName(ws.Signal())
 		exit.Code = 128 + int(ws.Signal())

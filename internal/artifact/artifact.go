@@ -1,0 +1,180 @@
+package artifact
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strconv"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/job"
+)
+
+// ErrLeaseLost ends a collection whose attempt no longer holds the job.
+var ErrLeaseLost = errors.New("lease lost")
+
+// Store is the part of a JetStream object store this package uses.
+type Store interface {
+	Put(ctx context.Context, meta jetstream.ObjectMeta, r io.Reader) (*jetstream.ObjectInfo, error)
+	GetBytes(ctx context.Context, name string, opts ...jetstream.GetObjectOpt) ([]byte, error)
+	Delete(ctx context.Context, name string) error
+}
+
+// Job is what a collection needs to know of its job.
+type Job struct {
+	ID       string
+	Attempt  int64
+	Outputs  []string
+	MaxBytes int64
+	MaxFiles int64
+	// Valid reports whether the attempt still holds the job's lease; it is asked before each put.
+	Valid func() bool
+}
+
+// Result is what a collection stored.
+type Result struct {
+	Artifacts []job.Artifact // never nil
+	Truncated bool           // a bound, or a failure, left a match out
+}
+
+// Collect stores the files of sb that j's outputs match, in path order, within j's bounds. On an
+// error it returns what it stored before, with Truncated set.
+//
+// It walks twice: first to choose the files within the bounds and record their names in the
+// attempt's manifest, with one put, then to store them. Nothing changes in between: no process of
+// the sandbox is left.
+func Collect(ctx context.Context, sb sandbox.FileReader, store Store, j Job) (Result, error) {
+	res := Result{Artifacts: []job.Artifact{}}
+	chosen := map[string]int64{}
+	var names []string
+	var total int64
+	err := sb.ReadFiles(ctx, func(p string) bool { return matchAny(j.Outputs, p) }, func(p string, size int64, _ io.Reader) error {
+		if int64(len(chosen)) >= j.MaxFiles || total+size > j.MaxBytes {
+			res.Truncated = true
+			return fs.SkipAll
+		}
+		total += size
+		chosen[p] = size
+		names = append(names, job.ArtifactObject(j.ID, j.Attempt, p))
+		return nil
+	})
+	if err != nil {
+		res.Truncated = true
+		return res, fmt.Errorf("collect artifacts of %s: %w", j.ID, err)
+	}
+	if len(chosen) == 0 {
+		return res, nil
+	}
+	if !j.Valid() {
+		return res, fmt.Errorf("collect artifacts of %s: %w", j.ID, ErrLeaseLost)
+	}
+	if err := putManifest(ctx, store, j.ID, j.Attempt, names); err != nil {
+		res.Truncated = true
+		return res, fmt.Errorf("collect artifacts of %s: %w", j.ID, err)
+	}
+	err = sb.ReadFiles(ctx, func(p string) bool { _, ok := chosen[p]; return ok }, func(p string, size int64, r io.Reader) error {
+		if size != chosen[p] {
+			return fmt.Errorf("%s changed size from %d to %d", p, chosen[p], size)
+		}
+		if !j.Valid() {
+			return ErrLeaseLost
+		}
+		name := job.ArtifactObject(j.ID, j.Attempt, p)
+		h := sha256.New()
+		info, err := store.Put(ctx, jetstream.ObjectMeta{Name: name}, io.TeeReader(r, h))
+		if err != nil {
+			return fmt.Errorf("put %s: %w", name, err)
+		}
+		if int64(info.Size) != size {
+			return fmt.Errorf("put %s: stored %d bytes of %d", name, info.Size, size)
+		}
+		res.Artifacts = append(res.Artifacts, job.Artifact{Path: p, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), Object: name})
+		return nil
+	})
+	if err == nil && len(res.Artifacts) != len(chosen) {
+		err = fmt.Errorf("%d of %d files left the workspace", len(chosen)-len(res.Artifacts), len(chosen))
+	}
+	if err != nil {
+		res.Truncated = true
+		return res, fmt.Errorf("collect artifacts of %s: %w", j.ID, err)
+	}
+	return res, nil
+}
+
+func matchAny(patterns []string, p string) bool {
+	for _, pat := range patterns {
+		if job.MatchOutput(pat, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// manifest names the objects an attempt stored, or was about to.
+func manifest(id string, attempt int64) string { return id + "/" + strconv.FormatInt(attempt, 10) }
+
+func putManifest(ctx context.Context, store Store, id string, attempt int64, names []string) error {
+	b, err := json.Marshal(names)
+	if err != nil {
+		return err
+	}
+	if _, err := store.Put(ctx, jetstream.ObjectMeta{Name: manifest(id, attempt)}, bytes.NewReader(b)); err != nil {
+		return fmt.Errorf("put manifest of %s attempt %d: %w", id, attempt, err)
+	}
+	return nil
+}
+
+// Sweep removes every object that attempts 1 to upTo of job id recorded in their manifests and
+// that keep does not list. The settling attempt calls it before it settles,
+// with the artifacts its settlement lists (none after a takeover).
+func Sweep(ctx context.Context, store Store, id string, upTo int64, keep []job.Artifact) error {
+	kept := make(map[string]bool, len(keep))
+	for _, a := range keep {
+		kept[a.Object] = true
+	}
+	var errs []error
+	for attempt := int64(1); attempt <= upTo; attempt++ {
+		b, err := store.GetBytes(ctx, manifest(id, attempt))
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read manifest of %s attempt %d: %w", id, attempt, err))
+			continue
+		}
+		var names []string
+		if err := json.Unmarshal(b, &names); err != nil {
+			errs = append(errs, fmt.Errorf("manifest of %s attempt %d: %w", id, attempt, err))
+			continue
+		}
+		for _, n := range names {
+			if kept[n] {
+				continue
+			}
+			if err := store.Delete(ctx, n); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				errs = append(errs, fmt.Errorf("delete %s: %w", n, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Forget removes the manifests of attempts 1 to upTo of job id, once its settlement is stored:
+// until then, an attempt that takes the job over needs them to sweep.
+func Forget(ctx context.Context, store Store, id string, upTo int64) error {
+	var errs []error
+	for attempt := int64(1); attempt <= upTo; attempt++ {
+		if err := store.Delete(ctx, manifest(id, attempt)); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			errs = append(errs, fmt.Errorf("delete manifest of %s attempt %d: %w", id, attempt, err))
+		}
+	}
+	return errors.Join(errs...)
+}

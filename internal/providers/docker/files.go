@@ -1,0 +1,270 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
+
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/sandbox/cgstat"
+)
+
+// A container's /workspace is a tmpfs: it lives as long as the container, and the daemon's
+// archive API does not see into it. So the init holds the container after the program ended
+// (see [frameHold]) and the worker reads the files through an exec of the init as a collector,
+// which writes them as a tar stream.
+
+var _ sandbox.FileReader = (*containerSandbox)(nil)
+
+// collectArg, after initPath, makes the init binary the collector.
+const collectArg = "--runfleet-collect"
+
+// holdMarker is the marker a hold frame brought, once.
+type holdMarker struct {
+	mu sync.Mutex
+	m  []byte
+}
+
+func (h *holdMarker) set(m []byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.m = m
+}
+
+func (h *holdMarker) get() []byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.m
+}
+
+// newMarker is a marker the program cannot guess: it starts with NUL, which output rarely holds,
+// so that almost nothing is held back waiting to tell it from output.
+func newMarker() []byte {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return []byte("\x00runfleet-exit-" + hex.EncodeToString(b) + ":")
+}
+
+// errHeld ends the demultiplexing of a container's output at the init's marker.
+var errHeld = errors.New("program ended; container held")
+
+// trailerWriter passes the program's output on until the marker, then reads the wait status
+// after it. A tail of output that could begin the marker waits for the next write.
+type trailerWriter struct {
+	next    io.Writer
+	marker  []byte
+	pending []byte
+	done    bool
+	status  syscall.WaitStatus
+}
+
+func (t *trailerWriter) Write(b []byte) (int, error) {
+	if t.done {
+		return len(b), errHeld
+	}
+	t.pending = append(t.pending, b...)
+	if i := bytes.Index(t.pending, t.marker); i >= 0 {
+		rest := t.pending[i+len(t.marker):]
+		nl := bytes.IndexByte(rest, '\n')
+		if i > 0 {
+			_, _ = t.next.Write(t.pending[:i])
+			t.pending = append(t.pending[:0], t.pending[i:]...)
+		}
+		if nl < 0 {
+			return len(b), nil
+		}
+		n, err := strconv.ParseUint(string(rest[:nl]), 10, 32)
+		if err != nil {
+			return len(b), fmt.Errorf("container init: status %q: %w", rest[:nl], err)
+		}
+		t.status, t.done = syscall.WaitStatus(n), true
+		return len(b), errHeld
+	}
+	keep := 0
+	for k := min(len(t.pending), len(t.marker)-1); k > 0; k-- {
+		if bytes.HasPrefix(t.marker, t.pending[len(t.pending)-k:]) {
+			keep = k
+			break
+		}
+	}
+	if out := t.pending[:len(t.pending)-keep]; len(out) > 0 {
+		_, _ = t.next.Write(out)
+	}
+	t.pending = append(t.pending[:0], t.pending[len(t.pending)-keep:]...)
+	return len(b), nil
+}
+
+// flush passes on what was held back, when the output ended without the marker.
+func (t *trailerWriter) flush() {
+	if !t.done && len(t.pending) > 0 {
+		_, _ = t.next.Write(t.pending)
+		t.pending = nil
+	}
+}
+
+// ReadFiles runs the collector in the held container and reads its tar stream.
+func (s *containerSandbox) ReadFiles(ctx context.Context, match func(string) bool, fn func(string, int64, io.Reader) error) error {
+	if !s.held.Load() || s.gone {
+		return fmt.Errorf("read %s: %w", s.id, sandbox.ErrWorkspaceGone)
+	}
+	ex, err := s.p.c.ExecCreate(ctx, s.id, client.ExecCreateOptions{User: s.p.o.User, AttachStdout: true, AttachStderr: true,
+		WorkingDir: "/", Cmd: []string{initPath, collectArg}})
+	if err != nil {
+		return fmt.Errorf("read %s: collector: %w", s.id, err)
+	}
+	att, err := s.p.c.ExecAttach(ctx, ex.ID, client.ExecAttachOptions{})
+	if err != nil {
+		return fmt.Errorf("read %s: collector: %w", s.id, err)
+	}
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_, err := stdcopy.StdCopy(pw, &limitedBuffer{b: &stderr, n: 4096}, att.Reader)
+		pw.CloseWithError(err)
+	})
+	err = readTar(tar.NewReader(pr), match, fn)
+	att.Close()
+	pr.Close()
+	wg.Wait()
+	if errors.Is(err, fs.SkipAll) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w (collector: %q)", s.id, err, stderr.String())
+	}
+	st, err := s.p.c.ExecInspect(ctx, ex.ID, client.ExecInspectOptions{})
+	if err == nil && st.ExitCode != 0 {
+		err = fmt.Errorf("collector exit %d: %q", st.ExitCode, stderr.String())
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", s.id, err)
+	}
+	return nil
+}
+
+func readTar(tr *tar.Reader, match func(string) bool, fn func(string, int64, io.Reader) error) error {
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if h.Typeflag != tar.TypeReg || !fs.ValidPath(h.Name) || !match(h.Name) {
+			continue
+		}
+		if err := fn(h.Name, h.Size, tr); err != nil {
+			return err
+		}
+	}
+}
+
+// collect is the collector: every regular file of /workspace, in path order, as a tar stream on
+// out. It runs in the container as the sandbox user, after the program and its processes ended.
+func collect(out, errOut io.Writer) int {
+	tw := tar.NewWriter(out)
+	err := sandbox.WalkFiles(context.Background(), "/workspace", func(string) bool { return true }, func(p string, size int64, r io.Reader) error {
+		if err := tw.WriteHeader(&tar.Header{Name: p, Size: size, Mode: 0o644, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+		_, err := io.Copy(tw, r)
+		return err
+	})
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(errOut, "collect:", err)
+		return 1
+	}
+	return 0
+}
+
+// limitedBuffer keeps the first n bytes written to it.
+type limitedBuffer struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.n - l.b.Len(); room > 0 {
+		l.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+// containerOOM reports an OOM kill in the container's own cgroup, which a held container still
+// has: on cgroup v1 the parent's counter does not count its children's kills.
+func (l cgroupLayout) containerOOM(name, id string) bool {
+	if !l.measures() || l.version == "2" {
+		return false
+	}
+	return cgstat.V1(filepath.Join(l.root, "memory", l.base, name, id), filepath.Join(l.root, "cpuacct", l.base, name, id)).OOM
+}
+
+// heldExit finishes a Run whose init reported the program's end and holds the container: the
+// attach stays open (its close ends the init), and the status is the init's report.
+func (s *containerSandbox) heldExit(exit sandbox.Exit, start time.Time, ws syscall.WaitStatus, guard *sandbox.Guard, wg *sync.WaitGroup, giveUp **time.Timer, giveUpOnce *sync.Once) (sandbox.Exit, error) {
+	s.held.Store(true)
+	wg.Wait()
+	giveUpOnce.Do(func() {})
+	if *giveUp != nil {
+		(*giveUp).Stop()
+	}
+	exit.Usage.Wall = time.Since(start)
+	st := s.p.cg.stats(s.name)
+	exit.Usage.CPU, exit.Usage.MaxRSS = st.CPU, st.Peak
+	exit.OOM = st.OOM || s.p.cg.containerOOM(s.name, s.id)
+	if ws.Signaled() {
+		exit.Signal = unix.SignalName(ws.Signal())
+		exit.Code = 128 + int(ws.Signal())
+	} else {
+		exit.Code = ws.ExitStatus()
+	}
+	guard.Mark(&exit)
+	return exit, nil
+}
+
+// missing returns the first of files that image lacks, or "". It looks through a container
+// created from the image and never started.
+func (p *Provider) missing(ctx context.Context, image string, files []string) (string, error) {
+	if len(files) == 0 {
+		return "", nil
+	}
+	res, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
+		Config:     &container.Config{Image: image, Entrypoint: []string{"/nonexistent"}, NetworkDisabled: true, Labels: map[string]string{LabelFleet: p.o.Fleet}},
+		HostConfig: &container.HostConfig{NetworkMode: "none"},
+	})
+	if err != nil {
+		return "", fmt.Errorf("inspect image %s: %w", image, err)
+	}
+	defer func() { _ = p.remove(context.WithoutCancel(ctx), res.ID) }()
+	for _, f := range files {
+		if _, err := p.c.ContainerStatPath(ctx, res.ID, client.ContainerStatPathOptions{Path: f}); err != nil {
+			if cerrdefs.IsNotFound(err) {
+				return f, nil
+			}
+			return "", fmt.Errorf("inspect image %s: %w", image, err)
+		}
+	}
+	return "", nil
+}

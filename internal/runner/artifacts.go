@@ -1,0 +1,84 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet/internal/artifact"
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/job"
+)
+
+// bucket is the fleet's artifacts bucket, opened once.
+type bucket struct {
+	mu    sync.Mutex
+	store jetstream.ObjectStore
+}
+
+func (r *Runner) artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
+	r.bucket.mu.Lock()
+	defer r.bucket.mu.Unlock()
+	if r.bucket.store != nil {
+		return r.bucket.store, nil
+	}
+	s, err := r.js.ObjectStore(ctx, r.subjects.ArtifactsBucket())
+	if err != nil {
+		return nil, err
+	}
+	r.bucket.store = s
+	return s, nil
+}
+
+// collect stores the files a finished program left that the job's outputs match, before its
+// sandbox is destroyed. It returns nil when the job named no outputs.
+func (r *Runner) collect(ctx context.Context, a *attempt, b job.Bounds, sb sandbox.Sandbox) *artifact.Result {
+	if len(a.outputs) == 0 {
+		return nil
+	}
+	res := &artifact.Result{Artifacts: []job.Artifact{}, Truncated: true}
+	fr, ok := sb.(sandbox.FileReader)
+	if !ok {
+		a.log.Error("collect artifacts: the provider cannot read a sandbox's files")
+		return res
+	}
+	store, err := r.artifacts(ctx)
+	if err != nil {
+		a.log.Error("collect artifacts", "err", err)
+		return res
+	}
+	*res, err = artifact.Collect(ctx, fr, store, artifact.Job{ID: a.id, Attempt: a.base.Attempt, Outputs: a.outputs,
+		MaxBytes: b.ArtifactBytes, MaxFiles: b.ArtifactFiles, Valid: a.lease.Valid})
+	if err != nil && !errors.Is(err, artifact.ErrLeaseLost) {
+		a.log.Error("collect artifacts", "err", err, "stored", len(res.Artifacts))
+	}
+	return res
+}
+
+// sweep removes the objects of the job that st does not list, from every attempt up to this
+// one, before st is stored (G4). It fails only when the bucket cannot be reached; then the job
+// is not settled.
+func (r *Runner) sweep(ctx context.Context, a *attempt, st job.Settlement) error {
+	store, err := r.artifacts(ctx)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil // no attempt stored anything
+	}
+	if err != nil {
+		return err
+	}
+	return artifact.Sweep(ctx, store, a.id, a.base.Attempt, st.Artifacts)
+}
+
+// forget removes the job's manifests once its settlement is stored; failing leaves them to the
+// bucket's TTL.
+func (r *Runner) forget(ctx context.Context, a *attempt) {
+	store, err := r.artifacts(ctx)
+	if err == nil {
+		err = artifact.Forget(ctx, store, a.id, a.base.Attempt)
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		a.log.Warn("remove artifact manifests", "err", err)
+	}
+}

@@ -1,0 +1,114 @@
+package runner_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/runfleet/runfleet/job"
+)
+
+// artifactsCode leaves matched files, an unmatched one, links out of /workspace and a directory.
+const artifactsCode = `import os
+os.makedirs('out/deep/er', exist_ok=True)
+open('out/a.csv', 'w').write('x,y\n1,2\n')
+open('out/deep/er/b.bin', 'wb').write(bytes(range(256)) * 1000)
+open('report.csv', 'w').write('r')
+open('notes.txt', 'w').write('not matched')
+os.symlink('/etc/passwd', 'out/passwd')
+os.symlink('/etc', 'out/etc')
+os.makedirs('out/dir.csv')
+`
+
+// TestArtifacts runs jobs that keep files on both providers.
+func TestArtifacts(t *testing.T) {
+	for _, provider := range []string{"namespace", "docker"} {
+		t.Run(provider, func(t *testing.T) { testArtifacts(t, provider == "docker") })
+	}
+}
+
+func testArtifacts(t *testing.T, useDocker bool) {
+	f := newFleet(t)
+	f.startWorker(workerOpts{docker: useDocker})
+	store, err := f.js.ObjectStore(t.Context(), f.subjects.ArtifactsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(t *testing.T, st job.Settlement, wantPaths []string) {
+		t.Helper()
+		var paths []string
+		for _, a := range st.Artifacts {
+			paths = append(paths, a.Path)
+			b, err := store.GetBytes(t.Context(), a.Object)
+			if err != nil {
+				t.Errorf("GetBytes(%s) error = %v", a.Object, err)
+				continue
+			}
+			sum := sha256.Sum256(b)
+			if int64(len(b)) != a.Size || hex.EncodeToString(sum[:]) != a.SHA256 || a.Object != job.ArtifactObject(st.JobID, st.Attempt, a.Path) {
+				t.Errorf("artifact %+v: stored %d bytes, sha256 %x", a, len(b), sum)
+			}
+		}
+		if !slices.Equal(paths, wantPaths) {
+			t.Errorf("artifacts = %q, want %q", paths, wantPaths)
+		}
+		// Nothing but what the settlement lists is in the bucket.
+		list, _ := store.List(t.Context())
+		for _, o := range list {
+			if len(o.Name) > len(st.JobID) && o.Name[:len(st.JobID)+1] == st.JobID+"/" && !slices.ContainsFunc(st.Artifacts, func(a job.Artifact) bool { return a.Object == o.Name }) {
+				t.Errorf("bucket holds %s, which the settlement does not list", o.Name)
+			}
+		}
+	}
+	t.Run("matched regular files only", func(t *testing.T) {
+		r := f.run(job.Request{Language: "python3", Code: artifactsCode, Outputs: []string{"out/**", "*.csv"}})
+		if r.st.Status != job.StatusSucceeded || r.st.ArtifactsTruncated {
+			t.Fatalf("settlement = %+v (stderr %q), want succeeded, not truncated", r.st, r.stderr)
+		}
+		check(t, r.st, []string{"out/a.csv", "out/deep/er/b.bin", "report.csv"})
+		if want := int64(256 * 1000); r.st.Artifacts[1].Size != want {
+			t.Errorf("b.bin size = %d, want %d", r.st.Artifacts[1].Size, want)
+		}
+	})
+	t.Run("bounds truncate", func(t *testing.T) {
+		r := f.run(job.Request{Language: "python3", Code: artifactsCode, Outputs: []string{"**"},
+			Limits: job.Limits{ArtifactFiles: 2}})
+		if !r.st.ArtifactsTruncated {
+			t.Errorf("ArtifactsTruncated = false, want true")
+		}
+		check(t, r.st, []string{"notes.txt", "out/a.csv"})
+		r = f.run(job.Request{Language: "python3", Code: artifactsCode, Outputs: []string{"**"},
+			Limits: job.Limits{ArtifactBytes: 100}})
+		if !r.st.ArtifactsTruncated {
+			t.Errorf("ArtifactsTruncated = false, want true")
+		}
+		check(t, r.st, []string{"notes.txt", "out/a.csv"})
+	})
+	t.Run("kept after timeout and failure", func(t *testing.T) {
+		r := f.run(job.Request{Language: "python3", Outputs: []string{"partial.txt"},
+			Code:   "open('partial.txt', 'w').write('half')\nimport time\ntime.sleep(60)",
+			Limits: job.Limits{Timeout: 2 * time.Second}})
+		if r.st.Status != job.StatusTimedOut {
+			t.Errorf("status = %s, want timed_out", r.st.Status)
+		}
+		check(t, r.st, []string{"partial.txt"})
+		r = f.run(job.Request{Language: "python3", Outputs: []string{"partial.txt"},
+			Code: "open('partial.txt', 'w').write('half')\nraise SystemExit(3)"})
+		if r.st.Status != job.StatusFailed {
+			t.Errorf("status = %s, want failed", r.st.Status)
+		}
+		check(t, r.st, []string{"partial.txt"})
+	})
+	t.Run("no match is an empty list", func(t *testing.T) {
+		r := f.run(job.Request{Language: "python3", Code: "print(1)", Outputs: []string{"nothing/*"}})
+		if r.st.Artifacts == nil || len(r.st.Artifacts) != 0 {
+			t.Errorf("Artifacts = %#v, want []", r.st.Artifacts)
+		}
+		r = f.run(job.Request{Language: "python3", Code: "print(1)"})
+		if r.st.Artifacts != nil {
+			t.Errorf("Artifacts = %#v without outputs, want nil", r.st.Artifacts)
+		}
+	})
+}
