@@ -10,11 +10,12 @@
 //     ends the collection, and the settlement says artifacts_truncated.
 //   - Before its puts the attempt records the names of every object it will store in its
 //     manifest, the object <job>/<attempt> (never an artifact's name: a path is not empty), and
-//     before each put it checks that its lease is valid, as for pages. So whoever settles the job finds every object any attempt may have stored,
-//     without listing the bucket.
+//     before each put it checks that its lease is valid, as for pages. So whoever settles the job
+//     finds every object any attempt may have stored, without listing the bucket.
 //   - G4 for artifacts: what the settlement lists is what the bucket holds. The attempt that
 //     settles removes, before it settles, every object in any attempt's manifest that it does not
-//     list, and the manifests once its settlement is stored; an attempt whose settlement is refused removes its own. A put
-//     in flight when a lease's trust window closes can still land after a takeover swept; such
-//     an object is listed by no settlement and ends with the bucket's TTL.
+//     list, and the manifests once its settlement is stored; an attempt whose settlement is
+//     refused removes its own. A put in flight when a lease's trust window closes can still land
+//     after a takeover swept; such an object is listed by no settlement and ends with the
+//     bucket's TTL.
 package artifact
