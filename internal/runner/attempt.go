@@ -150,16 +150,18 @@ func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
 	}
 	r.phase("reserved")
 
-	spec := sandbox.Spec{JobID: a.id, Attempt: a.base.Attempt, Worker: r.o.Worker, Profile: prof,
-		Timeout: bounds.Timeout, MemoryBytes: bounds.MemoryBytes, Pids: bounds.Pids, CPUs: r.o.Sandbox.CPUs,
-		WorkspaceBytes: r.o.Sandbox.WorkspaceBytes, TmpBytes: r.o.Sandbox.TmpBytes}
-	createStart := time.Now()
-	sb, err := r.provider.Create(ctx, spec)
+	limits := sandbox.Limits{Timeout: bounds.Timeout, MemoryBytes: bounds.MemoryBytes, Pids: bounds.Pids, CPUs: r.o.Sandbox.CPUs}
+	takeStart := time.Now()
+	sb, warm, err := r.o.Sandboxes.Take(ctx, r.o.Sandbox.Shape(prof, limits))
 	if err != nil {
 		r.release(ctx, a, err)
 		return
 	}
-	a.log = a.log.With("sandbox", sb.ID())
+	a.log = a.log.With("sandbox", sb.ID(), "warm", warm)
+	if err := sb.Assign(ctx, sandbox.Job{ID: a.id, Attempt: a.base.Attempt, Worker: r.o.Worker, Limits: limits}); err != nil {
+		r.release(ctx, a, errors.Join(err, sb.Destroy(context.WithoutCancel(ctx))))
+		return
+	}
 	if err := a.lease.Associate(ctx, sb.ID()); err != nil {
 		derr := sb.Destroy(context.WithoutCancel(ctx))
 		if errors.Is(err, lease.ErrLost) {
@@ -170,7 +172,7 @@ func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
 		return
 	}
 	r.phase("associated")
-	r.dispatch(ctx, a, bounds, payload, sb, time.Since(createStart))
+	r.dispatch(ctx, a, bounds, payload, sb, time.Since(takeStart))
 }
 
 // reserve retries a reservation whose reply was lost; it is idempotent for its holder. When it

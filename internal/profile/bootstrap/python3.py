@@ -33,6 +33,38 @@ def _runfleet_main():
             out.write(base64.b64decode(f.get("content") or ""))
     return p.get("preload") or "", p["code"]
 
+def _runfleet_exit(code):
+    # Ends the process at once with the exit status Python would give, skipping the interpreter's
+    # finalization, but only when nothing could tell the difference: no atexit handler, no live
+    # non-daemon thread, no open writable file but the standard streams (whose buffers are
+    # flushed here). Otherwise it returns, and Python exits as usual.
+    import sys, os, gc, io, atexit
+    if code is None:
+        code = 0
+    if type(code) is bool:
+        code = int(code)
+    if type(code) is not int or not -(1 << 31) <= code < (1 << 31) or atexit._ncallbacks():
+        return
+    threading = sys.modules.get("threading")
+    if threading and any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
+        return
+    std = []
+    for s in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        while s is not None and s not in std:
+            std.append(s)
+            s = getattr(s, "buffer", None) or getattr(s, "raw", None)
+    try:
+        for o in gc.get_objects():
+            if isinstance(o, io.IOBase) and not o.closed and o.writable() and not any(o is s for s in std):
+                return
+        for s in std:
+            flush = getattr(s, "flush", None)
+            if flush is not None:
+                flush()
+    except BaseException:
+        return
+    os._exit(code)
+
 _runfleet_preload, _runfleet_code = _runfleet_main()
 del _runfleet_main
 _runfleet_scope = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -40,10 +72,13 @@ try:
     if _runfleet_preload:
         exec(compile(_runfleet_preload, "<preload>", "exec"), _runfleet_scope)
     exec(compile(_runfleet_code, "<main>", "exec"), _runfleet_scope)
-except SystemExit:
+except SystemExit as e:
+    _runfleet_exit(e.code)
     raise
 except BaseException as e:
     import sys, traceback
     traceback.print_exception(type(e), e, e.__traceback__.tb_next)
     sys.stderr.flush()
+    _runfleet_exit(1)
     raise SystemExit(1)
+_runfleet_exit(0)

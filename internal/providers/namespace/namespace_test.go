@@ -12,6 +12,7 @@ import (
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
+	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/sandbox/providertest"
 	"github.com/runfleet/runfleet/internal/testenv"
 )
@@ -34,9 +35,15 @@ func TestMain(m *testing.M) {
 
 func newProvider(t testing.TB, cgroup string) *namespace.Provider {
 	t.Helper()
+	return newLoggedProvider(t, cgroup, "")
+}
+
+// newLoggedProvider is newProvider with a dispatch log at path.
+func newLoggedProvider(t testing.TB, cgroup, path string) *namespace.Provider {
+	t.Helper()
 	testenv.NeedRoot(t)
 	p, err := namespace.New(namespace.Options{CgroupName: cgroup, StateDir: t.TempDir(), UIDBase: testUIDBase,
-		UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids")})
+		UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids"), DispatchLog: sandbox.DispatchLog{Path: path}})
 	if err != nil {
 		testenv.Missing(t, "namespace provider: %v", err)
 	}
@@ -67,8 +74,10 @@ func sandboxCgroups(name, id string) []string {
 func TestConformance(t *testing.T) {
 	secret := "runfleet-secret-" + t.Name()
 	t.Setenv("RUNFLEET_TEST_SECRET", secret)
-	p := newProvider(t, "runfleet-test")
+	dlog := filepath.Join(t.TempDir(), "dispatch.log")
+	p := newLoggedProvider(t, "runfleet-test", dlog)
 	providertest.Run(t, providertest.Env{
+		DispatchLog:   dlog,
 		Provider:      p,
 		Profiles:      profile.Builtin(testenv.RootFS(t), ""),
 		Secret:        secret,
@@ -203,7 +212,7 @@ func TestFailedDestroyReaped(t *testing.T) {
 		testenv.Missing(t, "namespace provider: %v", err)
 	}
 	defer p.Close()
-	sb, err := p.Create(t.Context(), providertest.Spec(profile.Builtin(testenv.RootFS(t), "")["python3"]))
+	sb, err := p.Create(t.Context(), providertest.Shape(profile.Builtin(testenv.RootFS(t), "")["python3"]))
 	if err != nil {
 		t.Fatal(err)
 	}

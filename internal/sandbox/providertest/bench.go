@@ -27,10 +27,7 @@ func BenchCycle(b *testing.B, e Env, baseline []string) {
 func BenchJob(b *testing.B, e Env, code string) {
 	payload, _ := profile.Payload(job.Request{Code: code})
 	for b.Loop() {
-		sb, err := e.Provider.Create(b.Context(), Spec(e.Profiles["python3"]))
-		if err != nil {
-			b.Fatal(err)
-		}
+		sb := Create(b.Context(), b, e, e.Profiles["python3"], nil)
 		exit, err := sb.Run(b.Context(), bytes.NewReader(payload), &bytes.Buffer{}, &bytes.Buffer{})
 		if err != nil || exit.Code != 0 {
 			b.Fatalf("Run() = %+v, %v", exit, err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -65,9 +66,16 @@ func runChild(ctx context.Context, kind string, e Env) error {
 		fmt.Printf(format+"\n", args...)
 	}
 	create := func() (sandbox.Sandbox, error) {
-		spec := Spec(e.Profiles["python3"])
-		spec.Timeout = time.Minute
-		return e.Provider.Create(ctx, spec)
+		sb, err := e.Provider.Create(ctx, Shape(e.Profiles["python3"]))
+		if err != nil {
+			return nil, err
+		}
+		j := Job("child")
+		j.Limits.Timeout = time.Minute
+		if err := sb.Assign(ctx, j); err != nil {
+			return nil, errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
+		}
+		return sb, nil
 	}
 	runIn := func(sb sandbox.Sandbox, code string, stdout io.Writer) error {
 		defer sb.Destroy(context.WithoutCancel(ctx))
