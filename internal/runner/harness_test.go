@@ -22,6 +22,8 @@ import (
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
+	"github.com/runfleet/runfleet/internal/pool"
+	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/testenv"
@@ -30,6 +32,7 @@ import (
 
 func TestMain(m *testing.M) {
 	namespace.Init()
+	docker.Init()
 	goleak.VerifyTestMain(m)
 }
 
@@ -71,17 +74,25 @@ type workerOpts struct {
 	policy      func(*job.Policy)
 	profiles    profile.Set   // added to the built-in ones
 	reconnect   time.Duration // the worker's own NATS connection waits this long to reconnect; 0 shares the test's
+	provider    sandbox.Provider // default: a namespace provider
+	warm        int              // sandboxes kept waiting per profile; 0: none
+	observer    pool.Observer
 }
 
 // startWorker runs a runner until the test ends.
 func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	t := f.t
 	t.Helper()
-	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", DispatchLog: sandbox.DispatchLog{Path: f.dlog}})
-	if err != nil {
-		testenv.Missing(t, "namespace provider: %v", err)
+	p := o.provider
+	if p == nil {
+		np, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", DispatchLog: sandbox.DispatchLog{Path: f.dlog}})
+		if err != nil {
+			testenv.Missing(t, "namespace provider: %v", err)
+		}
+		t.Cleanup(func() { _ = np.Close() })
+		p = np
 	}
-	t.Cleanup(func() { _ = p.Close() })
+	var err error
 	nc := f.nats.Conn()
 	if o.reconnect > 0 {
 		if nc, err = nats.Connect(f.nats.URL, nats.MaxReconnects(-1), nats.ReconnectWait(o.reconnect), nats.ReconnectJitter(0, 0)); err != nil {
@@ -103,14 +114,30 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	}
 	profiles := profile.Builtin(testenv.RootFS(t), "")
 	maps.Copy(profiles, o.profiles)
+	if dp, ok := p.(*docker.Provider); ok {
+		if profiles, err = dp.Resolve(t.Context(), profile.Builtin("", dockerImage())); err != nil {
+			testenv.Missing(t, "sandbox image: %v", err)
+		}
+	}
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	var shapes []sandbox.Shape
+	for _, name := range profiles.Names() {
+		shapes = append(shapes, runner.SandboxOptions{}.Shape(profiles[name], sandbox.Limits{MemoryBytes: policy.Default.MemoryBytes, Pids: policy.Default.Pids}))
+	}
+	warm := pool.New(p, shapes, pool.Options{Size: o.warm, Logger: log, Observer: o.observer})
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
-		Profiles: profiles, SettleWait: 10 * time.Second, MaxFailures: 3,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Profiles: profiles, SettleWait: 10 * time.Second, MaxFailures: 3, Sandboxes: warm,
+		Logger: log,
 	})
 	claimCtx, stop := context.WithCancel(context.Background())
 	runCtx, kill := context.WithCancelCause(context.Background())
+	poolCtx, stopPool := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	wg.Go(func() { warm.Run(poolCtx) })
+	if o.warm > 0 {
+		testenv.WaitFor(t, time.Minute, "the pool filled", func() bool { return warm.Waiting() == o.warm*len(shapes) })
+	}
 	wg.Go(func() {
 		if err := r.Serve(claimCtx, runCtx); err != nil {
 			t.Errorf("Serve() error = %v", err)
@@ -119,6 +146,7 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	t.Cleanup(func() {
 		stop()
 		kill(runner.ShutdownCause())
+		stopPool()
 		wg.Wait()
 	})
 	return r
@@ -229,3 +257,5 @@ func (f *fleet) pagesStored(id string) uint64 {
 	}
 	return info.State.Subjects[f.subjects.Page(id)]
 }
+
+func dockerImage() string { return cmpOr(os.Getenv("RUNFLEET_TEST_IMAGE"), "runfleet-sandbox:latest") }
