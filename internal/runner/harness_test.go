@@ -20,10 +20,10 @@ import (
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/lease"
-	"github.com/runfleet/runfleet/internal/profile"
-	"github.com/runfleet/runfleet/internal/providers/namespace"
 	"github.com/runfleet/runfleet/internal/pool"
+	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/docker"
+	"github.com/runfleet/runfleet/internal/providers/namespace"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/testenv"
@@ -72,8 +72,8 @@ type workerOpts struct {
 	concurrency int
 	ttl         time.Duration
 	policy      func(*job.Policy)
-	profiles    profile.Set   // added to the built-in ones
-	reconnect   time.Duration // the worker's own NATS connection waits this long to reconnect; 0 shares the test's
+	profiles    profile.Set      // added to the built-in ones
+	reconnect   time.Duration    // the worker's own NATS connection waits this long to reconnect; 0 shares the test's
 	provider    sandbox.Provider // default: a namespace provider
 	warm        int              // sandboxes kept waiting per profile; 0: none
 	observer    pool.Observer
