@@ -41,7 +41,11 @@ func runBootstrap(t *testing.T, lang string, req job.Request) (stdout, stderr st
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	return out.String(), errb.String(), code
+	stdout, ok := strings.CutPrefix(out.String(), profile.Ready)
+	if !ok {
+		t.Fatalf("stdout %q does not start with the ready line %q", clip(out.String()), profile.Ready)
+	}
+	return stdout, errb.String(), code
 }
 
 // TestPythonExit: the bootstrap ends python3 at once after the program (os._exit), keeping the
@@ -115,6 +119,25 @@ func TestPythonExit(t *testing.T) {
 			}
 			if c.check != nil {
 				c.check(t)
+			}
+		})
+	}
+}
+
+// TestPayloadDecoded: the payload's code and env arrive exact in both bootstraps, whatever
+// characters they hold (python3 decodes it without the json package). Files are written under
+// /workspace, so the conformance suite checks them in a sandbox.
+func TestPayloadDecoded(t *testing.T) {
+	env := map[string]string{"QUOTED": `a"b\c<d>&e`, "UNICODE": "日本\u2028"}
+	for lang, code := range map[string]string{
+		"python3": "import os\nprint(os.environ['QUOTED'], os.environ['UNICODE'], 'é<&>\\u2028')",
+		"nodejs":  "console.log(process.env.QUOTED, process.env.UNICODE, 'é<&>\\u2028')",
+	} {
+		t.Run(lang, func(t *testing.T) {
+			stdout, stderr, code := runBootstrap(t, lang, job.Request{Language: lang, Code: code, Env: env})
+			want := `a"b\c<d>&e` + " 日本\u2028 é<&>\u2028\n"
+			if stdout != want || code != 0 {
+				t.Errorf("stdout %q, exit %d; want %q, 0 (stderr %q)", stdout, code, want, clip(stderr))
 			}
 		})
 	}

@@ -35,6 +35,7 @@ type loopStats struct {
 	n    int
 	wall time.Duration
 	lat  []time.Duration
+	note string
 }
 
 func (s loopStats) rate() float64 { return float64(s.n) / s.wall.Seconds() }
@@ -91,16 +92,17 @@ func loop(b *testing.B, name string, one func(ctx context.Context) error) loopSt
 func table(b *testing.B, base loopStats, rows ...loopStats) {
 	var out strings.Builder
 	w := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(w, "loop\truns\truns/s\tp50\tp99\tthroughput ×%s\tp50 ×%s\t\n", base.name, base.name)
+	fmt.Fprintf(w, "loop\truns\truns/s\tp50\tp99\tthroughput ×%s\tp50 ×%s\t\t\n", base.name, base.name)
 	for _, r := range append([]loopStats{base}, rows...) {
 		if r.n == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%d\t%.1f\t%v\t%v\t%.2f\t%.2f\t\n", r.name, r.n, r.rate(), r.pct(0.5).Round(100*time.Microsecond),
-			r.pct(0.99).Round(100*time.Microsecond), r.rate()/base.rate(), float64(r.pct(0.5))/float64(base.pct(0.5)))
+		fmt.Fprintf(w, "%s\t%d\t%.1f\t%v\t%v\t%.2f\t%.2f\t%s\t\n", r.name, r.n, r.rate(), r.pct(0.5).Round(100*time.Microsecond),
+			r.pct(0.99).Round(100*time.Microsecond), r.rate()/base.rate(), float64(r.pct(0.5))/float64(base.pct(0.5)), r.note)
 	}
 	w.Flush()
-	b.Logf("parallelism %d, trivial python3 (`pass`), same run:\n%s", benchParallel, out.String())
+	// Printed, not logged: the table is the benchmark's output, and -v would bury it in worker logs.
+	fmt.Printf("%s: parallelism %d, trivial python3 (`pass`), one run:\n%s", b.Name(), benchParallel, out.String())
 }
 
 // fleetLoop is the fleet's closed loop: each of benchParallel clients submits a job and waits
@@ -113,6 +115,20 @@ func fleetLoop(f *fleet) func(ctx context.Context) error {
 		}
 		return nil
 	}
+}
+
+// fleetStats runs the fleet's closed loop on a worker started with o, and notes how many takes
+// were served warm.
+func fleetStats(b *testing.B, name string, o workerOpts) loopStats {
+	w := &waits{}
+	o.observer = w
+	f := newFleet(b)
+	f.startWorker(o)
+	st := loop(b, name, fleetLoop(f))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	st.note = fmt.Sprintf("takes warm %d, cold %d", w.warm, w.cold)
+	return st
 }
 
 // providerLoop is the provider's own create → assign → run → destroy, without the queue.
@@ -177,12 +193,8 @@ func BenchmarkFleetNamespace(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = p.Close() })
 	prov := loop(b, "provider", providerLoop(p, profile.Builtin(testenv.RootFS(b), "")["python3"]))
-	cold := newFleet(b)
-	cold.startWorker(workerOpts{concurrency: benchParallel})
-	coldSt := loop(b, "fleet-cold", fleetLoop(cold))
-	warm := newFleet(b)
-	warm.startWorker(workerOpts{concurrency: benchParallel, warm: benchParallel})
-	warmSt := loop(b, "fleet-warm", fleetLoop(warm))
+	coldSt := fleetStats(b, "fleet-cold", workerOpts{concurrency: benchParallel})
+	warmSt := fleetStats(b, "fleet-warm", workerOpts{concurrency: benchParallel, warm: benchParallel})
 	table(b, bare, prov, coldSt, warmSt)
 }
 
@@ -231,12 +243,8 @@ func BenchmarkFleetDocker(b *testing.B) {
 		}
 	})
 	run := loop(b, "docker-run", command("docker", "run", "--rm", "--network", "none", img, "/usr/bin/python3", "-I", "-c", "pass"))
-	cold := newFleet(b)
-	cold.startWorker(workerOpts{concurrency: benchParallel, provider: p})
-	coldSt := loop(b, "fleet-cold", fleetLoop(cold))
-	warm := newFleet(b)
-	warm.startWorker(workerOpts{concurrency: benchParallel, provider: p, warm: benchParallel})
-	warmSt := loop(b, "fleet-warm", fleetLoop(warm))
+	coldSt := fleetStats(b, "fleet-cold", workerOpts{concurrency: benchParallel, provider: p})
+	warmSt := fleetStats(b, "fleet-warm", workerOpts{concurrency: benchParallel, provider: p, warm: benchParallel})
 	table(b, api, run, coldSt, warmSt)
 }
 

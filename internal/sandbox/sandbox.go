@@ -43,6 +43,11 @@ type Profile struct {
 	Root        string   `json:"root,omitempty"`  // namespace provider: root file system; "" is the host's /usr
 	Image       string   `json:"image,omitempty"` // docker provider: image reference
 	Digest      string   `json:"digest,omitempty"`
+	// Ready, when set, is what the bootstrap writes to stdout once its imports are done and it
+	// waits on stdin: Create returns only after reading it, so a waiting sandbox is one whose
+	// interpreter has started, not one still starting. It is read before any job's data enters
+	// the sandbox, so no job can forge it, and none of it reaches a job's output.
+	Ready string `json:"ready,omitempty"`
 }
 
 // Shape is what a sandbox is created for, before any job is known: what cannot change once it

@@ -18,6 +18,7 @@ package docker
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,7 @@ type Options struct {
 const (
 	killTimeout     = 10 * time.Second
 	defaultKillWait = 15 * time.Second
+	readyTimeout    = 30 * time.Second // a bootstrap's start on a loaded host
 )
 
 // Provider makes container sandboxes.
@@ -223,7 +225,7 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 	p.live[created.ID] = name
 	p.mu.Unlock()
 	s := &containerSandbox{p: p, id: created.ID, name: name}
-	if err := s.start(ctx); err != nil {
+	if err := s.start(ctx, shape.Profile.Ready); err != nil {
 		return nil, errors.Join(fmt.Errorf("start container: %w", err), s.Destroy(context.WithoutCancel(ctx)))
 	}
 	return s, nil
@@ -243,7 +245,7 @@ type containerSandbox struct {
 
 func (s *containerSandbox) ID() string { return s.id }
 
-func (s *containerSandbox) start(ctx context.Context) error {
+func (s *containerSandbox) start(ctx context.Context, ready string) error {
 	var err error
 	s.attach, err = s.p.c.ContainerAttach(ctx, s.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
@@ -253,8 +255,45 @@ func (s *containerSandbox) start(ctx context.Context) error {
 	waitCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancelWait = cancel
 	s.wait = s.p.c.ContainerWait(waitCtx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-	_, err = s.p.c.ContainerStart(ctx, s.id, client.ContainerStartOptions{})
-	return err
+	if _, err = s.p.c.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
+		return err
+	}
+	return s.ready(ctx, ready)
+}
+
+// ready reads the profile's ready line from the container's stdout, if it has one: then the
+// interpreter has started and waits on stdin. The attach stream is multiplexed: frames of an
+// 8-byte header (stream, size) and their bytes.
+func (s *containerSandbox) ready(ctx context.Context, want string) error {
+	if want == "" {
+		return nil
+	}
+	deadline := time.Now().Add(readyTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = s.attach.Conn.SetReadDeadline(deadline)
+	defer s.attach.Conn.SetReadDeadline(time.Time{})
+	var stdout, stderr []byte
+	for len(stdout) < len(want) {
+		var hdr [8]byte
+		if _, err := io.ReadFull(s.attach.Reader, hdr[:]); err != nil {
+			return fmt.Errorf("bootstrap not ready (stdout %q, stderr %q): %w", stdout, stderr, err)
+		}
+		frame := make([]byte, binary.BigEndian.Uint32(hdr[4:]))
+		if _, err := io.ReadFull(s.attach.Reader, frame); err != nil {
+			return fmt.Errorf("bootstrap not ready: %w", err)
+		}
+		if hdr[0] == byte(stdcopy.Stdout) {
+			stdout = append(stdout, frame...)
+		} else {
+			stderr = append(stderr, frame...)
+		}
+	}
+	if string(stdout) != want {
+		return fmt.Errorf("bootstrap not ready: stdout %q, stderr %q", stdout, stderr)
+	}
+	return nil
 }
 
 func (s *containerSandbox) kill() {

@@ -238,3 +238,11 @@ func TestFailedDestroyReaped(t *testing.T) {
 		t.Errorf("mount point still there after Reap: %v", err)
 	}
 }
+
+// BenchmarkSteps: each step of a sandbox's life, and its CPU time, per language.
+// go test -run '^$' -bench Steps -benchtime 100x ./internal/providers/namespace/
+func BenchmarkSteps(b *testing.B) {
+	e := providertest.Env{Provider: newProvider(b, "runfleet-test"), Profiles: profile.Builtin(testenv.RootFS(b), "")}
+	b.Run("python3", func(b *testing.B) { providertest.BenchSteps(b, e, "python3", "pass") })
+	b.Run("nodejs", func(b *testing.B) { providertest.BenchSteps(b, e, "nodejs", "0") })
+}

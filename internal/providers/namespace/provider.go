@@ -327,12 +327,30 @@ func (s *nsSandbox) start(ctx context.Context) error {
 	// The status pipe carries "ok" once the program runs, or the supervisor's error.
 	line, err := s.status.ReadString('\n')
 	if line == "ok\n" {
-		return nil
+		return s.ready(deadline)
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("wait for supervisor: %w", err)
 	}
 	return fmt.Errorf("supervisor: %s", strings.TrimSpace(line))
+}
+
+// ready reads the profile's ready line from the program's stdout, if it has one: then the
+// interpreter has started and waits on stdin.
+func (s *nsSandbox) ready(deadline time.Time) error {
+	if s.shape.Profile.Ready == "" {
+		return nil
+	}
+	_ = s.stdout.SetReadDeadline(deadline)
+	defer s.stdout.SetReadDeadline(time.Time{})
+	got := make([]byte, len(s.shape.Profile.Ready))
+	if n, err := io.ReadFull(s.stdout, got); err != nil {
+		return fmt.Errorf("bootstrap not ready (stdout %q): %w", got[:n], err)
+	}
+	if string(got) != s.shape.Profile.Ready {
+		return fmt.Errorf("bootstrap not ready: stdout %q", got)
+	}
+	return nil
 }
 
 func (s *nsSandbox) kill() {

@@ -217,6 +217,7 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 	cases := []struct {
 		name, lang, code, stdin string
 		env                     map[string]string
+		files                   []job.File
 		mod                     func(*sandbox.Limits)
 		checks                  []check
 	}{
@@ -238,6 +239,11 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 			env: map[string]string{"GREETING": "hi"}, checks: []check{stdoutIs("hi\n")}},
 		{name: "node env after start", lang: "nodejs", code: "console.log(process.env.NODE_OPTIONS)",
 			env: map[string]string{"NODE_OPTIONS": "--require /nonexistent"}, checks: []check{exitCode(0), stdoutIs("--require /nonexistent\n")}},
+		{name: "files given", lang: "python3", code: "print(open('bin/all.bin', 'rb').read().hex(), open('t.txt').read())",
+			files:  []job.File{{Path: "bin/all.bin", Content: []byte{0, 1, 2, 0xff, '\n', '"', '\\'}}, {Path: "t.txt", Content: []byte("é <&>")}},
+			checks: []check{stdoutIs("000102ff0a225c é <&>\n")}},
+		{name: "node files given", lang: "nodejs", code: "const fs = require('fs'); console.log(fs.readFileSync('t.txt', 'utf8'))",
+			files: []job.File{{Path: "t.txt", Content: []byte("é <&>")}}, checks: []check{stdoutIs("é <&>\n")}},
 		{name: "workdir is workspace", lang: "python3", code: "import os; print(os.getcwd())", checks: []check{stdoutIs("/workspace\n")}},
 		{name: "timeout", lang: "python3", code: "import time\nprint('before', flush=True)\ntime.sleep(30)",
 			// Long enough for the interpreter to start and print on a loaded machine.
@@ -277,7 +283,7 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Exec(ctx, t, e, job.Request{Language: c.lang, Code: c.code, Stdin: c.stdin, Env: c.env}, c.mod)
+			r := Exec(ctx, t, e, job.Request{Language: c.lang, Code: c.code, Stdin: c.stdin, Env: c.env, Files: c.files}, c.mod)
 			for _, ch := range c.checks {
 				ch(t, r)
 			}
