@@ -45,6 +45,7 @@ type fleet struct {
 	js       jetstream.JetStream
 	subjects job.Subjects
 	dlog     string
+	pool     *pool.Pool // of the last worker started
 }
 
 func newFleet(t testing.TB) *fleet { return newFleetWith(t, runfleet.StreamOptions{}) }
@@ -125,6 +126,7 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 		shapes = append(shapes, runner.SandboxOptions{}.Shape(profiles[name], sandbox.Limits{MemoryBytes: policy.Default.MemoryBytes, Pids: policy.Default.Pids}))
 	}
 	warm := pool.New(p, shapes, pool.Options{Size: o.warm, Logger: log, Observer: o.observer})
+	f.pool = warm
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
 		Profiles: profiles, SettleWait: 10 * time.Second, MaxFailures: 3, Sandboxes: warm,

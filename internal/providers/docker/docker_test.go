@@ -156,3 +156,12 @@ func TestInitUnreadable(t *testing.T) {
 		t.Errorf("reading the init printed %q, want 13 (EACCES); stderr %q", r.Stdout, r.Stderr)
 	}
 }
+
+// BenchmarkSteps: each step of a container sandbox's life, one at a time.
+// go test -run '^$' -bench Steps -benchtime 20x ./internal/providers/docker/
+func BenchmarkSteps(b *testing.B) {
+	p, profiles := newProvider(b)
+	e := providertest.Env{Provider: p, Profiles: profiles}
+	b.Run("python3", func(b *testing.B) { providertest.BenchSteps(b, e, "python3", "pass") })
+	b.Run("nodejs", func(b *testing.B) { providertest.BenchSteps(b, e, "nodejs", "0") })
+}
