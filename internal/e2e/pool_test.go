@@ -96,6 +96,12 @@ func TestWarmSandboxesUsedOnce(t *testing.T) {
 	f := newFleet(t)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	f.start("pooled", "--warm", "2", "--listen", addr)
+	// Jobs come once the pool is full, so that the first of each profile finds one waiting.
+	testenv.WaitFor(t, time.Minute, "two sandboxes waiting per profile", func() bool {
+		_, body := get(t, "http://"+addr+"/metrics")
+		return strings.Contains(body, `runfleet_sandboxes_waiting{profile="python3"} 2`) &&
+			strings.Contains(body, `runfleet_sandboxes_waiting{profile="nodejs"} 2`)
+	})
 	var ids []string
 	for i := range 20 {
 		lang, code := "python3", "print(1)"
@@ -131,7 +137,8 @@ func TestWarmSandboxesUsedOnce(t *testing.T) {
 	}
 	_, body := get(t, "http://"+addr+"/metrics")
 	if !strings.Contains(body, `runfleet_sandbox_takes_total{profile="python3",source="warm"}`) ||
-		!strings.Contains(body, "runfleet_sandboxes_waiting{") || !strings.Contains(body, "runfleet_sandbox_wait_seconds_bucket{") {
+		!strings.Contains(body, `runfleet_sandbox_takes_total{profile="nodejs",source="warm"}`) ||
+		!strings.Contains(body, "runfleet_sandbox_wait_seconds_bucket{") {
 		t.Errorf("/metrics lacks warm takes or the pool's gauges:\n%s", grepLines(body, "sandbox"))
 	}
 }
