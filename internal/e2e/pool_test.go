@@ -152,3 +152,36 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestWarmSandboxEndedWhileWaiting kills a worker's waiting sandboxes from outside: the next job
+// is not run in a dead one, but in one the worker takes or creates instead, and succeeds.
+func TestWarmSandboxEndedWhileWaiting(t *testing.T) {
+	f := newFleet(t)
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	w := f.start("pooled", "--warm", "1", "--listen", addr)
+	pid := w.cmd.Process.Pid
+	testenv.WaitFor(t, time.Minute, "one sandbox waiting per profile", func() bool {
+		_, body := get(t, "http://"+addr+"/metrics")
+		return strings.Contains(body, `runfleet_sandboxes_waiting{profile="python3"} 1`) &&
+			strings.Contains(body, `runfleet_sandboxes_waiting{profile="nodejs"} 1`)
+	})
+	killed := supervisors(pid)
+	for _, p := range killed {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	// Gone from /proc: the worker has reaped them, so it knows they ended.
+	testenv.WaitFor(t, 30*time.Second, "the killed sandboxes reaped", func() bool {
+		for _, p := range killed {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d", p)); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if st := f.settlement(f.submit(job.Request{Language: "python3", Code: "print('alive')"}), 30*time.Second); st.Status != job.StatusSucceeded {
+		t.Errorf("job after its waiting sandbox was killed settled %s/%s, want succeeded", st.Status, st.Reason)
+	}
+	if !strings.Contains(w.logText(), "waiting sandbox had ended") {
+		t.Errorf("the worker's log does not say it skipped the ended sandbox")
+	}
+}

@@ -16,7 +16,8 @@
 //   - Create returns once the bootstrap is started and waiting on stdin, so that a sandbox can be
 //     made ready before its job is known, and its ID recorded before any of the job's data enters it.
 //   - Assign may be called once, before Run; a Run without Assign or a second Run returns [ErrUsed],
-//     so a sandbox never holds the data of two jobs.
+//     so a sandbox never holds the data of two jobs. Assign returns [ErrEnded] when the sandbox
+//     ended while it waited, so that a job is not run, and failed, in a dead sandbox.
 //   - Run copies stdin in, copies stdout and stderr out as they come, and returns when the
 //     program and every process it started have ended. It enforces Limits.Timeout itself. When ctx
 //     ends or a writer returns an error, it kills the whole sandbox and returns Exit.Killed.
@@ -120,6 +121,10 @@ type Sandbox interface {
 	Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (Exit, error)
 	Destroy(ctx context.Context) error
 }
+
+// ErrEnded is returned by Assign on a sandbox whose bootstrap ended while it waited (killed, a
+// daemon restarted): no job's data entered it, and another sandbox can serve the job.
+var ErrEnded = errors.New("sandbox ended before it was assigned")
 
 // ErrUsed is returned by Assign or Run on a sandbox that was assigned or ran before, and by Run
 // on one never assigned.

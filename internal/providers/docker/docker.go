@@ -315,6 +315,16 @@ func (s *containerSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 	if err := s.use.Assign(job); err != nil {
 		return err
 	}
+	// The wait asked for before start answers once the container exits.
+	select {
+	case <-s.wait.Result:
+		s.waited = true
+		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
+	case <-s.wait.Error:
+		s.waited = true
+		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
+	default:
+	}
 	if _, err := s.p.c.ContainerUpdate(ctx, s.id, client.ContainerUpdateOptions{Resources: new(resources(job.Limits))}); err != nil {
 		return fmt.Errorf("assign %s: %w", s.id, err)
 	}

@@ -2,6 +2,7 @@ package namespace_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -245,4 +246,24 @@ func BenchmarkSteps(b *testing.B) {
 	e := providertest.Env{Provider: newProvider(b, "runfleet-test"), Profiles: profile.Builtin(testenv.RootFS(b), "")}
 	b.Run("python3", func(b *testing.B) { providertest.BenchSteps(b, e, "python3", "pass") })
 	b.Run("nodejs", func(b *testing.B) { providertest.BenchSteps(b, e, "nodejs", "0") })
+}
+
+// TestAssignEnded: a waiting sandbox that ended (killed while it waited) refuses its assignment
+// with ErrEnded, so that no job runs and fails in it, and is destroyed without leftovers.
+func TestAssignEnded(t *testing.T) {
+	p := newProvider(t, "runfleet-test")
+	sb, err := p.Create(t.Context(), providertest.Shape(profile.Builtin(testenv.RootFS(t), "")["python3"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-namespace.KillWaiting(sb)
+	if err := sb.Assign(t.Context(), providertest.Job("ended")); !errors.Is(err, sandbox.ErrEnded) {
+		t.Errorf("Assign() error = %v, want ErrEnded", err)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Errorf("Destroy() error = %v", err)
+	}
+	if left := sandboxCgroups("runfleet-test", sb.ID()); len(left) > 0 {
+		t.Errorf("after Destroy, left on the host: %v", left)
+	}
 }

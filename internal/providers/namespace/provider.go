@@ -369,6 +369,11 @@ func (s *nsSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 	if err := s.use.Assign(job); err != nil {
 		return err
 	}
+	select {
+	case <-s.exited:
+		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
+	default:
+	}
 	if err := s.cg.set(cgroupLimits(job.Limits)); err != nil {
 		return fmt.Errorf("assign %s: %w", s.id, err)
 	}
