@@ -332,6 +332,6 @@ func BenchmarkBurst(b *testing.B) {
 	b.ReportMetric(float64(b.N)/wall.Seconds(), "jobs/s")
 	b.ReportMetric(float64(st.pct(0.5).Microseconds())/1000, "ms-wait-p50")
 	b.ReportMetric(float64(st.pct(0.99).Microseconds())/1000, "ms-wait-p99")
-	b.Logf("burst of %d jobs: %.1f jobs/s; waited for a sandbox p50 %v, p99 %v, max %v; takes warm %d, cold %d",
+	fmt.Printf("%s: burst of %d jobs: %.1f jobs/s; waited for a sandbox p50 %v, p99 %v, max %v; takes warm %d, cold %d\n", b.Name(),
 		b.N, float64(b.N)/wall.Seconds(), st.pct(0.5), st.pct(0.99), st.pct(1), w.warm, w.cold)
 }

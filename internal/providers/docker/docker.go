@@ -224,7 +224,7 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 	p.mu.Lock()
 	p.live[created.ID] = name
 	p.mu.Unlock()
-	s := &containerSandbox{p: p, id: created.ID, name: name}
+	s := &containerSandbox{p: p, id: created.ID, name: name, limits: shape.Limits}
 	if err := s.start(ctx, shape.Profile.Ready); err != nil {
 		return nil, errors.Join(fmt.Errorf("start container: %w", err), s.Destroy(context.WithoutCancel(ctx)))
 	}
@@ -234,7 +234,8 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 type containerSandbox struct {
 	p          *Provider
 	id         string
-	name       string // of its parent cgroup
+	name       string         // of its parent cgroup
+	limits     sandbox.Limits // those it was created with
 	use        sandbox.Use
 	attach     client.ContainerAttachResult
 	wait       client.ContainerWaitResult
@@ -309,8 +310,8 @@ func resources(l sandbox.Limits) container.Resources {
 		PidsLimit: &pids, NanoCPUs: int64(l.CPUs * 1e9)}
 }
 
-// Assign applies the job's limits to the running container (the update API; on cgroup v1 and v2
-// since API 1.40, memory, swap, pids and CPU quota at once).
+// Assign applies the job's limits to the running container: the update API (memory, swap, pids
+// and CPU quota at once; checked on Docker 20.10, API 1.41, cgroup v1).
 func (s *containerSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 	if err := s.use.Assign(job); err != nil {
 		return err
@@ -324,6 +325,10 @@ func (s *containerSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 		s.waited = true
 		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
 	default:
+	}
+	// A job with the limits the container waits under (the defaults) spares the daemon a call.
+	if job.Limits.MemoryBytes == s.limits.MemoryBytes && job.Limits.Pids == s.limits.Pids && job.Limits.CPUs == s.limits.CPUs {
+		return nil
 	}
 	if _, err := s.p.c.ContainerUpdate(ctx, s.id, client.ContainerUpdateOptions{Resources: new(resources(job.Limits))}); err != nil {
 		return fmt.Errorf("assign %s: %w", s.id, err)

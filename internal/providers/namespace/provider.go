@@ -374,6 +374,9 @@ func (s *nsSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
 	default:
 	}
+	if cgroupLimits(job.Limits) == cgroupLimits(s.shape.Limits) {
+		return nil // the job's limits are those the sandbox waits under (the defaults)
+	}
 	if err := s.cg.set(cgroupLimits(job.Limits)); err != nil {
 		return fmt.Errorf("assign %s: %w", s.id, err)
 	}
