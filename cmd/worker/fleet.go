@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/runfleet/runfleet/internal/pool"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/job"
@@ -25,18 +26,18 @@ type heartbeat struct {
 	Queues   string    `json:"queues"`
 	Slots    int       `json:"slots"`
 	Running  int       `json:"running"` // slots in use
-	Waiting  int       `json:"waiting"` // sandboxes created ahead and idle; 0 until a warm pool exists
+	Waiting  int       `json:"waiting"` // sandboxes created ahead and idle, across profiles
 	At       time.Time `json:"at"`
 }
 
 // heartbeats publishes this worker's presence every few seconds until ctx ends, and answers
 // `submit workers`' ping at once so that it need not wait for a period.
-func heartbeats(ctx context.Context, nc *nats.Conn, s job.Subjects, c *config, provider string, profiles profile.Set, r *runner.Runner) {
+func heartbeats(ctx context.Context, nc *nats.Conn, s job.Subjects, c *config, provider string, profiles profile.Set, r *runner.Runner, warm *pool.Pool) {
 	base := heartbeat{ID: c.id, Version: version, Arch: runtime.GOARCH, Provider: provider, Cgroup: cgroupVersion(),
 		Profiles: profiles.Names(), Queues: c.queues, Slots: c.concurrency}
 	beat := func() []byte {
 		hb := base
-		hb.Running, hb.At = r.Running(), time.Now().UTC()
+		hb.Running, hb.Waiting, hb.At = r.Running(), warm.Waiting(), time.Now().UTC()
 		b, _ := json.Marshal(hb)
 		return b
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/runfleet/runfleet/internal/devstack"
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/metrics"
+	"github.com/runfleet/runfleet/internal/pool"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
@@ -39,7 +40,8 @@ var version = "dev"
 type config struct {
 	redisURL, prefix, queues, provider, profiles, listen, id string
 	nats                                                     cli.NATS
-	concurrency                                              int
+	concurrency, warm, warmRefills                           int
+	warmMaxAge                                               time.Duration
 	leaseTTL, grace                                          time.Duration
 	dev                                                      bool
 	rootfs, image, dispatchLog                               string
@@ -59,6 +61,9 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.StringVar(&c.prefix, "prefix", job.DefaultPrefix, "subject, stream and key prefix")
 	fs.StringVar(&c.queues, "queues", job.DefaultQueue, "queues to serve, comma separated")
 	fs.IntVar(&c.concurrency, "concurrency", runtime.NumCPU(), "sandboxes running at once")
+	fs.IntVar(&c.warm, "warm", -1, "sandboxes per profile kept created and waiting, never used before; 0 disables (default --concurrency)")
+	fs.IntVar(&c.warmRefills, "warm-refills", pool.DefaultRefills, "waiting sandboxes created at once, across profiles")
+	fs.DurationVar(&c.warmMaxAge, "warm-max-age", pool.DefaultMaxAge, "longest a sandbox waits before it is replaced")
 	fs.StringVar(&c.provider, "provider", "namespace", "sandbox provider: docker or namespace")
 	fs.StringVar(&c.profiles, "profiles", "", "JSON file of extra language profiles (built in: python3, nodejs)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", lease.DefaultTTL, "how long a claim lives without a heartbeat")
@@ -91,6 +96,15 @@ func (c *config) validate() error {
 		return fmt.Errorf("--max-timeout %v: want a positive duration", c.maxTimeout)
 	case c.cpus < 0:
 		return fmt.Errorf("--cpus %v: want 0 (no quota) or more", c.cpus)
+	case c.warm < -1:
+		return fmt.Errorf("--warm %d: want 0 (no pool) or more", c.warm)
+	case c.warmRefills < 1:
+		return fmt.Errorf("--warm-refills %d: want at least 1", c.warmRefills)
+	case c.warmMaxAge <= 0:
+		return fmt.Errorf("--warm-max-age %v: want a positive duration", c.warmMaxAge)
+	}
+	if c.warm == -1 {
+		c.warm = c.concurrency
 	}
 	if _, err := job.NewSubjects(c.prefix); err != nil {
 		return fmt.Errorf("--prefix: %w", err)
@@ -190,7 +204,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			}
 		}
 	case "docker":
-		p, err := docker.New(startCtx, docker.Options{Fleet: c.prefix, DispatchLog: dlog, Logger: log})
+		p, err := docker.New(startCtx, docker.Options{Fleet: c.prefix, Worker: c.id, DispatchLog: dlog, Logger: log})
 		if err != nil {
 			return fmt.Errorf("--provider docker: %w", err)
 		}
@@ -200,8 +214,9 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--provider docker: %w", err)
 		}
 		reap = func(ctx context.Context) {
-			// No job outlives the largest timeout, so an older container's worker is gone.
-			if _, err := p.Reap(ctx, c.id, c.maxTimeout+time.Minute, leases.Held); err != nil {
+			// No container outlives its longest wait in the pool and the largest timeout, so an
+			// older container's worker is gone.
+			if _, err := p.Reap(ctx, c.warmMaxAge+c.maxTimeout+time.Minute); err != nil {
 				log.Warn("reap containers", "err", err)
 			}
 		}
@@ -221,9 +236,17 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	policy := job.DefaultPolicy()
 	policy.Max.Timeout = c.maxTimeout
 	m := metrics.New(c.concurrency)
+	sopts := runner.SandboxOptions{CPUs: c.cpus}
+	var shapes []sandbox.Shape
+	for _, name := range profiles.Names() {
+		// A waiting sandbox holds the default limits; its job's own replace them when it is taken.
+		d := policy.Default
+		shapes = append(shapes, sopts.Shape(profiles[name], sandbox.Limits{Timeout: d.Timeout, MemoryBytes: d.MemoryBytes, Pids: d.Pids}))
+	}
+	warm := pool.New(provider, shapes, pool.Options{Size: c.warm, MaxAge: c.warmMaxAge, Refills: c.warmRefills, Logger: log, Observer: m})
 	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
-		MaxFailures: c.maxFailures, Sandbox: runner.SandboxOptions{CPUs: c.cpus},
+		MaxFailures: c.maxFailures, Sandbox: sopts, Sandboxes: warm,
 		Logger: log, Observer: m, Hook: c.hook(),
 	})
 
@@ -264,12 +287,15 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		},
 	}), ReadHeaderTimeout: 5 * time.Second}
 	var bg sync.WaitGroup
+	// The pool ends with ctx, once Serve returned: every waiting sandbox is destroyed before run
+	// returns and the provider closes.
+	bg.Go(func() { warm.Run(ctx) })
 	bg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http", "err", err)
 		}
 	})
-	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, provider.Name(), profiles, r) })
+	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, provider.Name(), profiles, r, warm) })
 	bg.Go(func() {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()
@@ -301,7 +327,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		killRunning(runner.ShutdownCause())
 	})
 	log.Info("worker started", "version", version, "provider", provider.Name(), "queues", queues,
-		"concurrency", c.concurrency, "profiles", profiles.Names(), "listen", ln.Addr().String())
+		"concurrency", c.concurrency, "warm", c.warm, "profiles", profiles.Names(), "listen", ln.Addr().String())
 	serveErr := r.Serve(claimCtx, runCtx)
 	stopClaiming()
 	stopAll()

@@ -27,6 +27,9 @@ type Metrics struct {
 	start       *prometheus.HistogramVec
 	runTime     *prometheus.HistogramVec
 	total       *prometheus.HistogramVec
+	waiting     *prometheus.GaugeVec
+	takes       *prometheus.CounterVec
+	takeWait    *prometheus.HistogramVec
 }
 
 // New registers the collectors; slots is the worker's concurrency.
@@ -44,12 +47,16 @@ func New(slots int) *Metrics {
 		running:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_jobs_running", Help: "Sandboxes running a job now."}),
 		slots:       prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_slots_free", Help: "Sandbox slots free."}),
 		queueWait:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_queue_wait_seconds", Help: "From publish to dispatch.", Buckets: buckets}, []string{"queue"}),
-		start:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_sandbox_start_seconds", Help: "Sandbox creation to ready.", Buckets: buckets}, []string{"queue"}),
+		start:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_sandbox_start_seconds", Help: "From asking for a sandbox to the payload going in: take, assign, associate.", Buckets: buckets}, []string{"queue"}),
 		runTime:     prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_run_seconds", Help: "Program run time.", Buckets: buckets}, []string{"queue"}),
 		total:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_publish_to_settlement_seconds", Help: "From publish to settlement.", Buckets: buckets}, []string{"queue"}),
+		waiting:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "runfleet_sandboxes_waiting", Help: "Sandboxes created ahead and waiting for a job."}, []string{"profile"}),
+		takes:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_sandbox_takes_total", Help: "Sandboxes handed to jobs: warm (created ahead) or cold (created for the job)."}, []string{"profile", "source"}),
+		takeWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_sandbox_wait_seconds", Help: "How long a job waited for its sandbox.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"profile"}),
 	}
 	reg.MustRegister(m.claimed, m.redelivered, m.dispatched, m.settled, m.leasesLost, m.running, m.slots,
-		m.queueWait, m.start, m.runTime, m.total)
+		m.queueWait, m.start, m.runTime, m.total, m.waiting, m.takes, m.takeWait)
 	m.slots.Set(float64(slots))
 	return m
 }
@@ -78,6 +85,19 @@ func (m *Metrics) Settled(queue string, status job.Status, reason job.Reason, ru
 	if total > 0 {
 		m.total.WithLabelValues(queue).Observe(total.Seconds())
 	}
+}
+
+// Waiting sets how many sandboxes of profile wait.
+func (m *Metrics) Waiting(profile string, n int) { m.waiting.WithLabelValues(profile).Set(float64(n)) }
+
+// Took counts a sandbox handed to a job and how long the job waited for it.
+func (m *Metrics) Took(profile string, warm bool, wait time.Duration) {
+	source := "cold"
+	if warm {
+		source = "warm"
+	}
+	m.takes.WithLabelValues(profile, source).Inc()
+	m.takeWait.WithLabelValues(profile).Observe(wait.Seconds())
 }
 
 // LeaseLost counts a job stopped for its lease.

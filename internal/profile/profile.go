@@ -25,6 +25,10 @@ var (
 	nodeBootstrap string
 )
 
+// Ready is what the built-in bootstraps write to stdout once they wait for the payload
+// (sandbox.Profile.Ready).
+const Ready = "runfleet1 ready\n"
+
 // Set is the profiles a worker serves, by name.
 type Set map[string]sandbox.Profile
 
@@ -46,8 +50,8 @@ func (s Set) Names() []string {
 // the same paths.
 func Builtin(root, image string) Set {
 	s := Set{
-		"python3": {Name: "python3", Interpreter: []string{"/usr/bin/python3", "-I", "-c", pythonBootstrap}, Root: root, Image: image},
-		"nodejs":  {Name: "nodejs", Interpreter: []string{"/usr/bin/node", "-e", nodeBootstrap}, Root: root, Image: image},
+		"python3": {Name: "python3", Interpreter: []string{"/usr/bin/python3", "-I", "-c", pythonBootstrap}, Root: root, Image: image, Ready: Ready},
+		"nodejs":  {Name: "nodejs", Interpreter: []string{"/usr/bin/node", "-e", nodeBootstrap}, Root: root, Image: image, Ready: Ready},
 	}
 	data := sandbox.Profile{Name: DataProfile, Root: root, Image: image, Requires: DataRequires,
 		Interpreter: []string{"/usr/bin/env", "MPLBACKEND=Agg", "/usr/bin/python3", "-I", "-c", pythonBootstrap}}
@@ -136,9 +140,9 @@ func Load(path string, base Set) (Set, error) {
 		switch e.Bootstrap {
 		case "":
 		case "python3":
-			p.Interpreter = append(p.Interpreter, "-I", "-c", pythonBootstrap)
+			p.Interpreter, p.Ready = append(p.Interpreter, "-I", "-c", pythonBootstrap), Ready
 		case "nodejs":
-			p.Interpreter = append(p.Interpreter, "-e", nodeBootstrap)
+			p.Interpreter, p.Ready = append(p.Interpreter, "-e", nodeBootstrap), Ready
 		default:
 			return nil, fmt.Errorf("profiles %s: %s: unknown bootstrap %q", path, p.Name, e.Bootstrap)
 		}

@@ -153,16 +153,13 @@ func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
 	}
 	r.phase("reserved")
 
-	spec := sandbox.Spec{JobID: a.id, Attempt: a.base.Attempt, Worker: r.o.Worker, Profile: prof,
-		Timeout: bounds.Timeout, MemoryBytes: bounds.MemoryBytes, Pids: bounds.Pids, CPUs: r.o.Sandbox.CPUs,
-		WorkspaceBytes: r.o.Sandbox.WorkspaceBytes, TmpBytes: r.o.Sandbox.TmpBytes}
-	createStart := time.Now()
-	sb, err := r.provider.Create(ctx, spec)
+	limits := sandbox.Limits{Timeout: bounds.Timeout, MemoryBytes: bounds.MemoryBytes, Pids: bounds.Pids, CPUs: r.o.Sandbox.CPUs}
+	takeStart := time.Now()
+	sb, err := r.take(ctx, a, r.o.Sandbox.Shape(prof, limits), sandbox.Job{ID: a.id, Attempt: a.base.Attempt, Worker: r.o.Worker, Limits: limits})
 	if err != nil {
 		r.release(ctx, a, err)
 		return
 	}
-	a.log = a.log.With("sandbox", sb.ID())
 	if err := a.lease.Associate(ctx, sb.ID()); err != nil {
 		derr := sb.Destroy(context.WithoutCancel(ctx))
 		if errors.Is(err, lease.ErrLost) {
@@ -173,7 +170,28 @@ func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
 		return
 	}
 	r.phase("associated")
-	r.dispatch(ctx, a, bounds, payload, sb, time.Since(createStart))
+	r.dispatch(ctx, a, bounds, payload, sb, time.Since(takeStart))
+}
+
+// take returns a sandbox assigned to j. A waiting sandbox that ended while it waited (a daemon
+// restart ends them all) is destroyed and the next one taken, until one is created for the job.
+func (r *Runner) take(ctx context.Context, a *attempt, shape sandbox.Shape, j sandbox.Job) (sandbox.Sandbox, error) {
+	for {
+		sb, warm, err := r.o.Sandboxes.Take(ctx, shape)
+		if err != nil {
+			return nil, err
+		}
+		err = sb.Assign(ctx, j)
+		if err == nil {
+			a.log = a.log.With("sandbox", sb.ID(), "warm", warm)
+			return sb, nil
+		}
+		derr := sb.Destroy(context.WithoutCancel(ctx))
+		if !warm || !errors.Is(err, sandbox.ErrEnded) {
+			return nil, errors.Join(err, derr)
+		}
+		a.log.Warn("waiting sandbox had ended; taking another", "sandbox", sb.ID(), "err", err, "destroy_err", derr)
+	}
 }
 
 // reserve retries a reservation whose reply was lost; it is idempotent for its holder. When it

@@ -37,8 +37,12 @@ func BenchmarkTrivialJob(b *testing.B) {
 		var ds []time.Duration
 		for b.Loop() {
 			start := time.Now()
-			sb, err := p.Create(b.Context(), sandbox.Spec{Profile: profiles["python3"], Timeout: 10 * time.Second, MemoryBytes: 256 << 20, Pids: 64})
+			limits := sandbox.Limits{Timeout: 10 * time.Second, MemoryBytes: 256 << 20, Pids: 64}
+			sb, err := p.Create(b.Context(), sandbox.Shape{Profile: profiles["python3"], Limits: limits})
 			if err != nil {
+				b.Fatal(err)
+			}
+			if err := sb.Assign(b.Context(), sandbox.Job{ID: "bench", Limits: limits}); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := sb.Run(b.Context(), bytes.NewReader(payload), &bytes.Buffer{}, &bytes.Buffer{}); err != nil {

@@ -1,7 +1,8 @@
 // Package runner lives one job's life, in this order: validate → claim → reserve the dispatch →
-// create the sandbox → associate it → send the payload → read stdout and stderr into pages while
-// it runs → store the files its outputs match (package artifact) → destroy the sandbox → settle
-// → ack. It also owns the fetch loops of a worker's queues and its slots.
+// take a sandbox (one made ahead by package pool, or one created now: [Options.Sandboxes]) →
+// assign it the job's limits → associate it → send the payload → read stdout and stderr into
+// pages while it runs → store the files its outputs match (package artifact) → destroy the
+// sandbox → settle → ack. It also owns the fetch loops of a worker's queues and its slots.
 //
 // Invariants, each kept by a step that cannot be skipped:
 //   - Nothing of a job enters a sandbox before its reservation is stored in Redis and the
@@ -12,8 +13,10 @@
 //     the runner writes nothing more of the job. The window is watched by its own timer on the
 //     monotonic clock, so a Redis that never answers cannot keep a sandbox past it.
 //   - Nothing of the job (code, files, env) enters the sandbox before the dispatch is reserved
-//     and associated: a sandbox is created from its profile and limits only, and the payload
-//     carries the rest.
+//     and associated: a sandbox is created from its shape only (profile, sizes, waiting limits),
+//     before or after the job is known; Assign gives it the job's limits and identity, and the
+//     payload carries the rest. A sandbox serves one job: the runner destroys it after Run, and
+//     the provider refuses a second Assign or Run.
 //   - Output is published for as long as the job may run plus the settle budget, never on a fixed
 //     budget. The page policy: a page is cut at page_bytes, or when the oldest buffered byte has
 //     waited job.PageInterval (150 ms), both streams at once; so output reaches watchers within

@@ -20,6 +20,7 @@ import (
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/lease"
+	"github.com/runfleet/runfleet/internal/pool"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
@@ -44,6 +45,7 @@ type fleet struct {
 	js       jetstream.JetStream
 	subjects job.Subjects
 	dlog     string
+	pool     *pool.Pool // of the last worker started
 }
 
 func newFleet(t testing.TB) *fleet { return newFleetWith(t, runfleet.StreamOptions{}) }
@@ -71,18 +73,30 @@ type workerOpts struct {
 	concurrency int
 	ttl         time.Duration
 	policy      func(*job.Policy)
-	profiles    profile.Set   // added to the built-in ones
-	reconnect   time.Duration // the worker's own NATS connection waits this long to reconnect; 0 shares the test's
-	docker      bool          // the Docker provider instead of the namespace one
+	profiles    profile.Set      // added to the built-in ones
+	reconnect   time.Duration    // the worker's own NATS connection waits this long to reconnect; 0 shares the test's
+	docker      bool             // the Docker provider instead of the namespace one
+	provider    sandbox.Provider // a provider of the test's own, instead of either
+	warm        int              // sandboxes kept waiting per profile; 0: none
+	observer    pool.Observer
 }
 
 // startWorker runs a runner until the test ends.
 func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	t := f.t
 	t.Helper()
-	p, profiles := f.provider(o.docker)
+	p, profiles, err := o.provider, profile.Set(nil), error(nil)
+	switch dp, isDocker := p.(*docker.Provider); {
+	case p == nil:
+		p, profiles = f.provider(o.docker)
+	case isDocker:
+		if profiles, err = dp.Resolve(t.Context(), profile.Builtin("", dockerImage())); err != nil {
+			testenv.Missing(t, "sandbox image: %v", err)
+		}
+	default:
+		profiles = profile.Builtin(testenv.RootFS(t), "")
+	}
 	nc := f.nats.Conn()
-	var err error
 	if o.reconnect > 0 {
 		if nc, err = nats.Connect(f.nats.URL, nats.MaxReconnects(-1), nats.ReconnectWait(o.reconnect), nats.ReconnectJitter(0, 0)); err != nil {
 			t.Fatal(err)
@@ -102,14 +116,26 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 		o.policy(&policy)
 	}
 	maps.Copy(profiles, o.profiles)
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	var shapes []sandbox.Shape
+	for _, name := range profiles.Names() {
+		shapes = append(shapes, runner.SandboxOptions{}.Shape(profiles[name], sandbox.Limits{MemoryBytes: policy.Default.MemoryBytes, Pids: policy.Default.Pids}))
+	}
+	warm := pool.New(p, shapes, pool.Options{Size: o.warm, Logger: log, Observer: o.observer})
+	f.pool = warm
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
-		Profiles: profiles, SettleWait: 10 * time.Second, MaxFailures: 3,
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Profiles: profiles, SettleWait: 10 * time.Second, MaxFailures: 3, Sandboxes: warm,
+		Logger: log,
 	})
 	claimCtx, stop := context.WithCancel(context.Background())
 	runCtx, kill := context.WithCancelCause(context.Background())
+	poolCtx, stopPool := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	wg.Go(func() { warm.Run(poolCtx) })
+	if o.warm > 0 {
+		testenv.WaitFor(t, time.Minute, "the pool filled", func() bool { return warm.Waiting() == o.warm*len(shapes) })
+	}
 	wg.Go(func() {
 		if err := r.Serve(claimCtx, runCtx); err != nil {
 			t.Errorf("Serve() error = %v", err)
@@ -118,6 +144,7 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	t.Cleanup(func() {
 		stop()
 		kill(runner.ShutdownCause())
+		stopPool()
 		wg.Wait()
 	})
 	return r
@@ -133,7 +160,7 @@ func (f *fleet) provider(useDocker bool) (sandbox.Provider, profile.Set) {
 			testenv.Missing(t, "docker daemon: %v", err)
 		}
 		t.Cleanup(func() { _ = p.Close() })
-		profiles, err := p.Resolve(t.Context(), profile.Builtin("", cmpOr(os.Getenv("RUNFLEET_TEST_IMAGE"), "runfleet-sandbox:latest")))
+		profiles, err := p.Resolve(t.Context(), profile.Builtin("", dockerImage()))
 		if err != nil {
 			testenv.Missing(t, "sandbox image (make image): %v", err)
 		}
@@ -252,3 +279,5 @@ func (f *fleet) pagesStored(id string) uint64 {
 	}
 	return info.State.Subjects[f.subjects.Page(id)]
 }
+
+func dockerImage() string { return cmpOr(os.Getenv("RUNFLEET_TEST_IMAGE"), "runfleet-sandbox:latest") }

@@ -35,8 +35,11 @@ type Options struct {
 	MaxFailures int           // pre-dispatch failures before a job settles error; default 5
 	SettleWait  time.Duration // how long a settlement may take once the job ended; default 30 s
 	Sandbox     SandboxOptions
-	Logger      *slog.Logger // carries the worker's identity; the runner adds job keys
-	Observer    Observer
+	// Sandboxes hands out the jobs' sandboxes, made ahead (a pool.Pool) or on demand; default: the
+	// provider creates each one when its job needs it.
+	Sandboxes Sandboxes
+	Logger    *slog.Logger // carries the worker's identity; the runner adds job keys
+	Observer  Observer
 	// Hook, when set, is told each phase a job passes: claimed, reserved, associated, running (the
 	// program has run a moment), collected (its outputs are stored, the job is not yet settled),
 	// settled. Fault tests kill the process at one; production builds leave it nil.
@@ -48,6 +51,26 @@ type SandboxOptions struct {
 	CPUs           float64
 	WorkspaceBytes int64
 	TmpBytes       int64
+}
+
+// Shape is the shape of the sandboxes of profile p, waiting under limits l until a job's own
+// replace them: what a pool must make for the runner's takes to fit.
+func (o SandboxOptions) Shape(p sandbox.Profile, l sandbox.Limits) sandbox.Shape {
+	l.CPUs = o.CPUs
+	return sandbox.Shape{Profile: p, WorkspaceBytes: o.WorkspaceBytes, TmpBytes: o.TmpBytes, Limits: l}
+}
+
+// Sandboxes hands out a sandbox for a job of shape; warm says it was made before the job came.
+type Sandboxes interface {
+	Take(ctx context.Context, shape sandbox.Shape) (sb sandbox.Sandbox, warm bool, err error)
+}
+
+// creator takes each sandbox straight from the provider.
+type creator struct{ p sandbox.Provider }
+
+func (c creator) Take(ctx context.Context, shape sandbox.Shape) (sandbox.Sandbox, bool, error) {
+	sb, err := c.p.Create(ctx, shape)
+	return sb, false, err
 }
 
 // Observer hears of job transitions, for metrics. Its methods must not block.
@@ -93,6 +116,9 @@ func New(nc *nats.Conn, js jetstream.JetStream, subjects job.Subjects, leases *l
 	o.SettleWait = cmp.Or(o.SettleWait, 30*time.Second)
 	if o.Observer == nil {
 		o.Observer = nopObserver{}
+	}
+	if o.Sandboxes == nil {
+		o.Sandboxes = creator{provider}
 	}
 	if o.Policy.Languages == nil {
 		o.Policy.Languages = o.Profiles.Has

@@ -3,6 +3,7 @@ package runner
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -16,10 +17,15 @@ import (
 func SelfCheck(ctx context.Context, p sandbox.Provider, profiles profile.Set) error {
 	for _, name := range profiles.Names() {
 		prof := profiles[name]
-		sb, err := p.Create(ctx, sandbox.Spec{JobID: "selfcheck", Worker: "selfcheck", Profile: prof,
-			Timeout: 20 * time.Second, MemoryBytes: 256 << 20, Pids: 32, CPUs: 1})
+		limits := sandbox.Limits{Timeout: 20 * time.Second, MemoryBytes: 256 << 20, Pids: 32, CPUs: 1}
+		sb, err := p.Create(ctx, sandbox.Shape{Profile: prof, Limits: limits})
 		if err != nil {
 			return fmt.Errorf("profile %s on %s: %w", name, p.Name(), err)
+		}
+		// A waiting sandbox's limits change when it is assigned: a host that refuses fails here.
+		limits.MemoryBytes, limits.Pids = 128<<20, 16
+		if err := sb.Assign(ctx, sandbox.Job{ID: "selfcheck", Worker: "selfcheck", Limits: limits}); err != nil {
+			return fmt.Errorf("profile %s on %s: %w", name, p.Name(), errors.Join(err, sb.Destroy(context.WithoutCancel(ctx))))
 		}
 		payload, _ := profile.Payload(job.Request{Code: " "})
 		var out, errb bytes.Buffer

@@ -27,11 +27,11 @@ type DispatchLog struct {
 
 // Record appends one entry. Each entry is a single write on an O_APPEND file, so entries from
 // several worker processes never interleave, and an entry written before a crash stays.
-func (l DispatchLog) Record(spec Spec, sandboxID string) error {
+func (l DispatchLog) Record(job Job, sandboxID string) error {
 	if l.Path == "" {
 		return nil
 	}
-	b, err := json.Marshal(Dispatch{JobID: spec.JobID, Attempt: spec.Attempt, Sandbox: sandboxID, Worker: spec.Worker, At: time.Now().UTC()})
+	b, err := json.Marshal(Dispatch{JobID: job.ID, Attempt: job.Attempt, Sandbox: sandboxID, Worker: job.Worker, At: time.Now().UTC()})
 	if err != nil {
 		return err
 	}
@@ -67,10 +67,20 @@ func ReadDispatchLog(path string) ([]Dispatch, error) {
 
 // CountDispatches returns, per job id, how many payloads the log at path records.
 func CountDispatches(path string) (map[string]int, error) {
+	return countBy(path, func(d Dispatch) string { return d.JobID })
+}
+
+// CountSandboxUses returns, per sandbox id, how many payloads the log at path records: a sandbox
+// used once shows 1.
+func CountSandboxUses(path string) (map[string]int, error) {
+	return countBy(path, func(d Dispatch) string { return d.Sandbox })
+}
+
+func countBy(path string, key func(Dispatch) string) (map[string]int, error) {
 	ds, err := ReadDispatchLog(path)
 	out := make(map[string]int, len(ds))
 	for _, d := range ds {
-		out[d.JobID]++
+		out[key(d)]++
 	}
 	return out, err
 }

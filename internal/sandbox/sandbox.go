@@ -1,22 +1,35 @@
 // Package sandbox is the contract between the runner and the providers that isolate a job: a
-// [Provider] creates one [Sandbox] per job, never reused; the sandbox runs a profile's fixed
-// bootstrap, which reads the job's payload from standard input.
+// [Provider] creates [Sandbox]es, each used for one job and never reused; the sandbox runs a
+// profile's fixed bootstrap, which reads the job's payload from standard input.
+//
+// A sandbox's life has two steps, so that it can be made before any job is known (package pool
+// keeps some waiting):
+//
+//  1. Create makes it from a [Shape] alone (profile, tmpfs sizes, the limits it waits under):
+//     root, namespaces or container, cgroup, the bootstrap started and waiting on stdin. Nothing
+//     of any job is known to it.
+//  2. Assign gives it to one job: the job's own [Limits] (memory, pids, CPU, timeout) replace the
+//     waiting ones, and the job's identity is what the provider's [DispatchLog] records at Run.
+//     Then the runner associates the sandbox with the job's lease, and Run sends the payload in.
 //
 // The contract, which providertest checks for every provider:
 //   - Create returns once the bootstrap is started and waiting on stdin, so that a sandbox can be
-//     made ready before its job is known to be runnable, and its ID recorded before any of the
-//     job's data enters it.
+//     made ready before its job is known, and its ID recorded before any of the job's data enters it.
+//   - Assign may be called once, before Run; a Run without Assign or a second Run returns [ErrUsed],
+//     so a sandbox never holds the data of two jobs. Assign returns [ErrEnded] when the sandbox
+//     ended while it waited, so that a job is not run, and failed, in a dead sandbox.
 //   - Run copies stdin in, copies stdout and stderr out as they come, and returns when the
-//     program and every process it started have ended. It enforces Spec.Timeout itself. When ctx
+//     program and every process it started have ended. It enforces Limits.Timeout itself. When ctx
 //     ends or a writer returns an error, it kills the whole sandbox and returns Exit.Killed.
 //   - After Run, the sandbox keeps its /workspace until Destroy, also when Run ended the program
 //     at its timeout or on a cancel; a provider's sandboxes read it as a [FileReader].
 //   - Destroy kills what is left and returns nil only when nothing of the sandbox remains:
-//     no process, no cgroup or container, no files.
+//     no process, no cgroup or container, no files. It may be called on a sandbox never assigned.
 //   - A sandbox has no network but loopback, no view of the host's files beyond its profile's
 //     read-only root, and runs as an unprivileged user with no capabilities, under [Seccomp].
 //   - A sandbox ends, every process of it, within 2 s of its worker's death, however the worker
-//     died (exit, SIGKILL, OOM kill), and not only when a later worker reaps it.
+//     died (exit, SIGKILL, OOM kill), and not only when a later worker reaps it; a waiting sandbox
+//     as much as a running one.
 package sandbox
 
 import (
@@ -36,21 +49,44 @@ type Profile struct {
 	// Requires are files the root or image must hold for the profile to be offered (a
 	// profile's libraries); a worker whose root or image lacks one does not serve the profile.
 	Requires []string `json:"requires,omitempty"`
+	// Ready, when set, is what the bootstrap writes to stdout once its imports are done and it
+	// waits on stdin: Create returns only after reading it, so a waiting sandbox is one whose
+	// interpreter has started, not one still starting. It is read before any job's data enters
+	// the sandbox, so no job can forge it, and none of it reaches a job's output.
+	Ready string `json:"ready,omitempty"`
 }
 
-// Spec is what one sandbox is made for.
-type Spec struct {
-	JobID   string
+// Shape is what a sandbox is created for, before any job is known: what cannot change once it
+// exists, and the limits it waits under until [Sandbox.Assign] replaces them.
+type Shape struct {
+	Profile        Profile
+	WorkspaceBytes int64 // size of the /workspace tmpfs
+	TmpBytes       int64 // size of the /tmp tmpfs
+	Limits         Limits
+}
+
+// Fits reports whether a sandbox made for s can serve a job that asks for t: the same profile and
+// tmpfs sizes. Limits do not count: Assign applies the job's own.
+func (s Shape) Fits(t Shape) bool {
+	return s.Profile.Name == t.Profile.Name && s.Profile.Digest == t.Profile.Digest &&
+		s.WorkspaceBytes == t.WorkspaceBytes && s.TmpBytes == t.TmpBytes
+}
+
+// Limits are what a sandbox's cgroup and clock enforce.
+type Limits struct {
+	Timeout     time.Duration // wall clock from the start of Run
+	MemoryBytes int64
+	Pids        int64
+	CPUs        float64 // 0 means no quota
+}
+
+// Job is the job a sandbox is assigned to: its identity, which the dispatch log records, and its
+// limits.
+type Job struct {
+	ID      string
 	Attempt int64
 	Worker  string
-	Profile Profile
-
-	Timeout        time.Duration // wall clock from the start of Run
-	MemoryBytes    int64
-	Pids           int64
-	CPUs           float64 // 0 means no quota
-	WorkspaceBytes int64   // size of the /workspace tmpfs
-	TmpBytes       int64   // size of the /tmp tmpfs
+	Limits  Limits
 }
 
 // BaseEnv is the whole environment a sandbox's bootstrap starts with, on every provider. A job's
@@ -80,15 +116,24 @@ type Exit struct {
 // Provider makes sandboxes.
 type Provider interface {
 	Name() string
-	Create(ctx context.Context, spec Spec) (Sandbox, error)
+	Create(ctx context.Context, shape Shape) (Sandbox, error)
 }
 
 // Sandbox is one isolated run.
 type Sandbox interface {
 	ID() string
+	Assign(ctx context.Context, job Job) error
 	Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (Exit, error)
 	Destroy(ctx context.Context) error
 }
+
+// ErrEnded is returned by Assign on a sandbox whose bootstrap ended while it waited (killed, a
+// daemon restarted): no job's data entered it, and another sandbox can serve the job.
+var ErrEnded = errors.New("sandbox ended before it was assigned")
+
+// ErrUsed is returned by Assign or Run on a sandbox that was assigned or ran before, and by Run
+// on one never assigned.
+var ErrUsed = errors.New("sandbox already used or not assigned")
 
 // ErrUnsupported is returned, wrapped, by a provider that cannot enforce what it was asked to on
 // this host; a worker must refuse to start rather than run with weaker isolation.

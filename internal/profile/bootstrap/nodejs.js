@@ -1,7 +1,8 @@
-// runfleet bootstrap for nodejs. It reads one payload from stdin: a header line
-// "runfleet1 <n>\n", then n bytes of JSON {"preload","code","args","files","env"}, then leaves the rest
-// of stdin to the program. Exact readSync calls keep the program's stdin unread. The job's env is
-// set here, after the dispatch, never at the sandbox's start.
+// runfleet bootstrap for nodejs. Once its requires are done it writes "runfleet1 ready\n" to
+// stdout (the provider reads it before any job exists) and waits. It reads one payload from stdin:
+// a header line "runfleet1 <n>\n", then n bytes of JSON {"preload","code","args","files","env"},
+// then leaves the rest of stdin to the program. Exact readSync calls keep the program's stdin
+// unread. The job's env is set here, after the dispatch, never at the sandbox's start.
 'use strict';
 (function () {
   const fs = require('fs');
@@ -23,6 +24,7 @@
     }
     return buf;
   }
+  fs.writeSync(1, 'runfleet1 ready\n');
   let header = '';
   while (!header.endsWith('\n')) {
     if (header.length > 64) throw new Error('runfleet bootstrap: no payload');

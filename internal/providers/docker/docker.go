@@ -20,13 +20,13 @@ package docker
 import (
 	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,15 +46,14 @@ import (
 
 // Labels put on every container.
 const (
-	LabelFleet   = "dev.runfleet.fleet"
-	LabelJob     = "dev.runfleet.job"
-	LabelAttempt = "dev.runfleet.attempt"
-	LabelWorker  = "dev.runfleet.worker"
+	LabelFleet  = "dev.runfleet.fleet"
+	LabelWorker = "dev.runfleet.worker"
 )
 
 // Options configure a [Provider].
 type Options struct {
 	Fleet       string        // label value that marks this fleet's containers; default "runfleet"
+	Worker      string        // label value that marks this worker's containers
 	User        string        // default "65534:65534"
 	InitBinary  string        // host path of the container init; default this process's executable
 	StateDir    string        // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
@@ -69,6 +68,7 @@ type Options struct {
 const (
 	killTimeout     = 10 * time.Second
 	defaultKillWait = 15 * time.Second
+	readyTimeout    = 30 * time.Second // a bootstrap's start on a loaded host
 )
 
 // Provider makes container sandboxes.
@@ -177,20 +177,21 @@ func (p *Provider) Resolve(ctx context.Context, s profile.Set) (profile.Set, err
 	return out, nil
 }
 
-// Create makes and starts a container whose bootstrap waits on stdin.
-func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	pids := spec.Pids + sandbox.SupervisorTasks
-	ws := cmp.Or(spec.WorkspaceBytes, 64<<20)
-	tmp := cmp.Or(spec.TmpBytes, 64<<20)
-	if len(spec.Profile.Interpreter) == 0 {
-		return nil, fmt.Errorf("profile %s: no interpreter", spec.Profile.Name)
+// Create makes and starts a container whose bootstrap waits on stdin, under shape's limits
+// until Assign.
+func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.Sandbox, error) {
+	ws := cmp.Or(shape.WorkspaceBytes, 64<<20)
+	tmp := cmp.Or(shape.TmpBytes, 64<<20)
+	if len(shape.Profile.Interpreter) == 0 {
+		return nil, fmt.Errorf("profile %s: no interpreter", shape.Profile.Name)
 	}
+	res := resources(shape.Limits)
 	name := "sb-" + uuid.NewString()
-	res, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
+	created, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
-			Image:           spec.Profile.Image,
+			Image:           shape.Profile.Image,
 			Entrypoint:      []string{initPath},
-			Cmd:             spec.Profile.Interpreter,
+			Cmd:             shape.Profile.Interpreter,
 			Env:             append(sandbox.BaseEnv(), initEnv...),
 			User:            p.o.User,
 			WorkingDir:      "/workspace",
@@ -201,8 +202,8 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 			StdinOnce:       true,
 			NetworkDisabled: true,
 			Hostname:        "sandbox",
-			Labels: map[string]string{LabelFleet: p.o.Fleet, LabelJob: spec.JobID,
-				LabelAttempt: strconv.FormatInt(spec.Attempt, 10), LabelWorker: spec.Worker},
+			// No job: the container is made before its job is known, and labels cannot change.
+			Labels: map[string]string{LabelFleet: p.o.Fleet, LabelWorker: p.o.Worker},
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
@@ -217,10 +218,10 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 			LogConfig: container.LogConfig{Type: "none"},
 			Resources: container.Resources{
 				CgroupParent: p.cg.parent(name),
-				Memory:       spec.MemoryBytes + sandbox.SupervisorMemory,
-				MemorySwap:   spec.MemoryBytes + sandbox.SupervisorMemory,
-				PidsLimit:    &pids,
-				NanoCPUs:     int64(spec.CPUs * 1e9),
+				Memory:       res.Memory,
+				MemorySwap:   res.MemorySwap,
+				PidsLimit:    res.PidsLimit,
+				NanoCPUs:     res.NanoCPUs,
 				Ulimits: []*container.Ulimit{{Name: "core", Soft: 0, Hard: 0}, {Name: "nofile", Soft: 1024, Hard: 1024},
 					{Name: "fsize", Soft: max(ws, tmp), Hard: max(ws, tmp)}},
 			},
@@ -230,10 +231,10 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 		return nil, fmt.Errorf("create container: %w", err)
 	}
 	p.mu.Lock()
-	p.live[res.ID] = name
+	p.live[created.ID] = name
 	p.mu.Unlock()
-	s := &containerSandbox{p: p, id: res.ID, name: name, spec: spec}
-	if err := s.start(ctx); err != nil {
+	s := &containerSandbox{p: p, id: created.ID, name: name, limits: shape.Limits}
+	if err := s.start(ctx, shape.Profile.Ready); err != nil {
 		return nil, errors.Join(fmt.Errorf("start container: %w", err), s.Destroy(context.WithoutCancel(ctx)))
 	}
 	return s, nil
@@ -242,8 +243,9 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 type containerSandbox struct {
 	p          *Provider
 	id         string
-	name       string // of its parent cgroup
-	spec       sandbox.Spec
+	name       string         // of its parent cgroup
+	limits     sandbox.Limits // those it was created with
+	use        sandbox.Use
 	attach     client.ContainerAttachResult
 	wait       client.ContainerWaitResult
 	cancelWait context.CancelFunc
@@ -254,7 +256,7 @@ type containerSandbox struct {
 
 func (s *containerSandbox) ID() string { return s.id }
 
-func (s *containerSandbox) start(ctx context.Context) error {
+func (s *containerSandbox) start(ctx context.Context, ready string) error {
 	var err error
 	s.attach, err = s.p.c.ContainerAttach(ctx, s.id, client.ContainerAttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
@@ -264,8 +266,45 @@ func (s *containerSandbox) start(ctx context.Context) error {
 	waitCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancelWait = cancel
 	s.wait = s.p.c.ContainerWait(waitCtx, s.id, client.ContainerWaitOptions{Condition: container.WaitConditionNextExit})
-	_, err = s.p.c.ContainerStart(ctx, s.id, client.ContainerStartOptions{})
-	return err
+	if _, err = s.p.c.ContainerStart(ctx, s.id, client.ContainerStartOptions{}); err != nil {
+		return err
+	}
+	return s.ready(ctx, ready)
+}
+
+// ready reads the profile's ready line from the container's stdout, if it has one: then the
+// interpreter has started and waits on stdin. The attach stream is multiplexed: frames of an
+// 8-byte header (stream, size) and their bytes.
+func (s *containerSandbox) ready(ctx context.Context, want string) error {
+	if want == "" {
+		return nil
+	}
+	deadline := time.Now().Add(readyTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = s.attach.Conn.SetReadDeadline(deadline)
+	defer s.attach.Conn.SetReadDeadline(time.Time{})
+	var stdout, stderr []byte
+	for len(stdout) < len(want) {
+		var hdr [8]byte
+		if _, err := io.ReadFull(s.attach.Reader, hdr[:]); err != nil {
+			return fmt.Errorf("bootstrap not ready (stdout %q, stderr %q): %w", stdout, stderr, err)
+		}
+		frame := make([]byte, binary.BigEndian.Uint32(hdr[4:]))
+		if _, err := io.ReadFull(s.attach.Reader, frame); err != nil {
+			return fmt.Errorf("bootstrap not ready: %w", err)
+		}
+		if hdr[0] == byte(stdcopy.Stdout) {
+			stdout = append(stdout, frame...)
+		} else {
+			stderr = append(stderr, frame...)
+		}
+	}
+	if string(stdout) != want {
+		return fmt.Errorf("bootstrap not ready: stdout %q, stderr %q", stdout, stderr)
+	}
+	return nil
 }
 
 func (s *containerSandbox) kill() {
@@ -291,9 +330,46 @@ func (s *containerSandbox) endProgram() {
 // killGrace is how long an init may take to end its program before the container is killed.
 const killGrace = 2 * time.Second
 
+// resources are a container's cgroup limits for l: the init's share on top.
+func resources(l sandbox.Limits) container.Resources {
+	pids := l.Pids + sandbox.SupervisorTasks
+	return container.Resources{Memory: l.MemoryBytes + sandbox.SupervisorMemory, MemorySwap: l.MemoryBytes + sandbox.SupervisorMemory,
+		PidsLimit: &pids, NanoCPUs: int64(l.CPUs * 1e9)}
+}
+
+// Assign applies the job's limits to the running container: the update API (memory, swap, pids
+// and CPU quota at once; checked on Docker 20.10, API 1.41, cgroup v1).
+func (s *containerSandbox) Assign(ctx context.Context, job sandbox.Job) error {
+	if err := s.use.Assign(job); err != nil {
+		return err
+	}
+	// The wait asked for before start answers once the container exits.
+	select {
+	case <-s.wait.Result:
+		s.waited = true
+		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
+	case <-s.wait.Error:
+		s.waited = true
+		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
+	default:
+	}
+	// A job with the limits the container waits under (the defaults) spares the daemon a call.
+	if job.Limits.MemoryBytes == s.limits.MemoryBytes && job.Limits.Pids == s.limits.Pids && job.Limits.CPUs == s.limits.CPUs {
+		return nil
+	}
+	if _, err := s.p.c.ContainerUpdate(ctx, s.id, client.ContainerUpdateOptions{Resources: new(resources(job.Limits))}); err != nil {
+		return fmt.Errorf("assign %s: %w", s.id, err)
+	}
+	return nil
+}
+
 func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (sandbox.Exit, error) {
 	var exit sandbox.Exit
-	if err := s.p.o.DispatchLog.Record(s.spec, s.id); err != nil {
+	job, err := s.use.Start()
+	if err != nil {
+		return exit, err
+	}
+	if err := s.p.o.DispatchLog.Record(job, s.id); err != nil {
 		return exit, err
 	}
 	start := time.Now()
@@ -310,7 +386,7 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 		})
 		s.endProgram()
 	}
-	guard := sandbox.Watch(ctx, s.spec.Timeout, kill)
+	guard := sandbox.Watch(ctx, job.Limits.Timeout, kill)
 	defer guard.Stop()
 
 	var wg sync.WaitGroup
@@ -432,10 +508,12 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 }
 
 // Reap removes this fleet's containers that no live worker owns: those labelled with this
-// worker that it no longer tracks, those whose job's lease is gone (leased reports it; the
-// provider does not know where leases live), and any created more than olderThan ago, since no
-// job outlives its timeout. It returns how many it removed.
-func (p *Provider) Reap(ctx context.Context, worker string, olderThan time.Duration, leased func(ctx context.Context, jobID string) bool) (int, error) {
+// worker that it no longer tracks; those not running for more than a minute (a container's init
+// ends it when its worker is gone, waiting or running, so a dead worker's containers stop; one
+// never started is a worker that died between create and start); and any created more than
+// olderThan ago. It returns how many it removed. olderThan must exceed the longest a container
+// waits in a pool plus the longest job.
+func (p *Provider) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
 	list, err := p.c.ContainerList(ctx, client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", LabelFleet+"="+p.o.Fleet)})
 	if err != nil {
@@ -447,11 +525,11 @@ func (p *Provider) Reap(ctx context.Context, worker string, olderThan time.Durat
 		p.mu.Lock()
 		_, live := p.live[c.ID]
 		p.mu.Unlock()
-		old := time.Since(time.Unix(c.Created, 0)) > olderThan
-		mine := c.Labels[LabelWorker] == worker
-		// A container younger than a minute may belong to a job whose lease is being taken now.
-		orphan := time.Since(time.Unix(c.Created, 0)) > time.Minute && leased != nil && !leased(ctx, c.Labels[LabelJob])
-		if live || !(old || mine || orphan) {
+		if live {
+			continue
+		}
+		created := time.Unix(c.Created, 0)
+		if !(time.Since(created) > olderThan || c.Labels[LabelWorker] == p.o.Worker || p.stopped(ctx, c.ID, created)) {
 			continue
 		}
 		if err := p.remove(ctx, c.ID); err != nil {
@@ -459,7 +537,7 @@ func (p *Provider) Reap(ctx context.Context, worker string, olderThan time.Durat
 			continue
 		}
 		n++
-		p.log.Warn("reaped container", "container", c.ID, "job_id", c.Labels[LabelJob], "of_worker", c.Labels[LabelWorker])
+		p.log.Warn("reaped container", "container", c.ID, "of_worker", c.Labels[LabelWorker])
 	}
 	// Parent cgroups whose container is gone (a failed Destroy, a dead worker): a parent still
 	// holding its container's cgroup refuses removal and stays.
@@ -474,4 +552,22 @@ func (p *Provider) Reap(ctx context.Context, worker string, olderThan time.Durat
 		return false
 	}))
 	return n, errors.Join(errs...)
+}
+
+// stopped reports whether a container has not run for a minute: exited, dead, or created and
+// never started.
+func (p *Provider) stopped(ctx context.Context, id string, created time.Time) bool {
+	info, err := p.c.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil || info.Container.State == nil {
+		return false
+	}
+	st := info.Container.State
+	if st.Running || st.Paused || st.Restarting {
+		return false
+	}
+	since := created
+	if t, err := time.Parse(time.RFC3339Nano, st.FinishedAt); err == nil && t.After(since) {
+		since = t
+	}
+	return time.Since(since) > time.Minute
 }

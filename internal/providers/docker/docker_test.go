@@ -13,6 +13,7 @@ import (
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/docker"
+	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/sandbox/providertest"
 	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
@@ -30,7 +31,7 @@ func image() string {
 func TestMain(m *testing.M) {
 	docker.Init()
 	providertest.ChildMain(func(ctx context.Context) (providertest.Env, func(), error) {
-		p, err := docker.New(ctx, docker.Options{Fleet: fleet})
+		p, err := docker.New(ctx, docker.Options{Fleet: fleet, Worker: "providertest"})
 		if err != nil {
 			return providertest.Env{}, nil, err
 		}
@@ -46,7 +47,13 @@ func TestMain(m *testing.M) {
 
 func newProvider(t testing.TB) (*docker.Provider, profile.Set) {
 	t.Helper()
-	p, err := docker.New(t.Context(), docker.Options{Fleet: fleet})
+	return newProviderLogged(t, "")
+}
+
+// newProviderLogged is newProvider with a dispatch log at path.
+func newProviderLogged(t testing.TB, path string) (*docker.Provider, profile.Set) {
+	t.Helper()
+	p, err := docker.New(t.Context(), docker.Options{Fleet: fleet, Worker: "providertest", DispatchLog: sandbox.DispatchLog{Path: path}})
 	if err != nil {
 		testenv.Missing(t, "docker daemon: %v", err)
 	}
@@ -71,7 +78,8 @@ func containerLeft(t *testing.T, id string) string {
 }
 
 func TestConformance(t *testing.T) {
-	p, profiles := newProvider(t)
+	dlog := filepath.Join(t.TempDir(), "dispatch.log")
+	p, profiles := newProviderLogged(t, dlog)
 	secret := "runfleet-secret-docker"
 	t.Setenv("RUNFLEET_TEST_SECRET", secret)
 	providertest.Run(t, providertest.Env{
@@ -80,8 +88,9 @@ func TestConformance(t *testing.T) {
 		Secret:        secret,
 		MeasuresUsage: true,
 		Leftovers:     containerLeft,
+		DispatchLog:   dlog,
 	})
-	if n, err := p.Reap(t.Context(), "providertest", 0, nil); err != nil || n != 0 {
+	if n, err := p.Reap(t.Context(), 0); err != nil || n != 0 {
 		t.Errorf("Reap() = %d, %v; want nothing left to reap", n, err)
 	}
 }
@@ -101,7 +110,7 @@ func TestKilledWorker(t *testing.T) {
 		return ""
 	})
 	// The dead worker's stopped container is the reaper's: no live worker tracks it.
-	if _, err := p.Reap(t.Context(), "providertest", 0, nil); err != nil {
+	if _, err := p.Reap(t.Context(), 0); err != nil {
 		t.Errorf("Reap() error = %v", err)
 	}
 }
@@ -117,7 +126,7 @@ func BenchmarkCycle(b *testing.B) {
 // removes it, with its parent cgroup.
 func TestFailedDestroyReaped(t *testing.T) {
 	p, profiles := newProvider(t)
-	sb, err := p.Create(t.Context(), providertest.Spec(profiles["python3"]))
+	sb, err := p.Create(t.Context(), providertest.Shape(profiles["python3"]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +138,7 @@ func TestFailedDestroyReaped(t *testing.T) {
 	if left := containerLeft(t, sb.ID()); left == "" {
 		t.Fatal("nothing left after a failed Destroy: the test cannot show the reaper")
 	}
-	if n, err := p.Reap(t.Context(), "providertest", time.Hour, nil); n != 1 || err != nil {
+	if n, err := p.Reap(t.Context(), time.Hour); n != 1 || err != nil {
 		t.Errorf("Reap() = %d, %v; want the container removed", n, err)
 	}
 	if left := containerLeft(t, sb.ID()); left != "" {
@@ -171,4 +180,13 @@ func TestResolveLeavesOutProfilesLackingFiles(t *testing.T) {
 	if got.Has(lacking.Name) || !got.Has(having.Name) {
 		t.Errorf("Resolve() offers %v, want python3-having only", got.Names())
 	}
+}
+
+// BenchmarkSteps: each step of a container sandbox's life, one at a time.
+// go test -run '^$' -bench Steps -benchtime 20x ./internal/providers/docker/
+func BenchmarkSteps(b *testing.B) {
+	p, profiles := newProvider(b)
+	e := providertest.Env{Provider: p, Profiles: profiles}
+	b.Run("python3", func(b *testing.B) { providertest.BenchSteps(b, e, "python3", "pass") })
+	b.Run("nodejs", func(b *testing.B) { providertest.BenchSteps(b, e, "nodejs", "0") })
 }

@@ -109,10 +109,7 @@ func TestHungDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	sb, err := p.Create(t.Context(), providertest.Spec(profiles["python3"]))
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := providertest.Create(t.Context(), t, providertest.Env{Provider: p}, profiles["python3"], nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	started := make(chan struct{})

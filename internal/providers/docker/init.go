@@ -170,24 +170,34 @@ func relayStdin(w *os.File, in io.Reader, hold *holdMarker) error {
 // sandbox user may run it as the container's init but not read it. Workers of one host share
 // the copy; each writes it whole under a temporary name first.
 func privateCopy(path, dir string) (string, error) {
-	b, err := os.ReadFile(path)
+	// Streamed, never read whole: the worker's binary is tens of MiB, which a worker's heap
+	// would otherwise hold until the scavenger returns it.
+	src, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer src.Close()
+	h := sha256.New()
+	size, err := io.Copy(h, src)
 	if err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
-	dst := filepath.Join(dir, "init-"+hex.EncodeToString(sum[:8]))
-	if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == 0o711 && fi.Size() == int64(len(b)) {
+	dst := filepath.Join(dir, "init-"+hex.EncodeToString(h.Sum(nil)[:8]))
+	if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == 0o711 && fi.Size() == size {
 		return dst, nil
+	}
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		return "", err
 	}
 	tmp, err := os.CreateTemp(dir, "init-*.tmp")
 	if err != nil {
 		return "", err
 	}
 	defer os.Remove(tmp.Name())
-	_, werr := tmp.Write(b)
+	_, werr := io.Copy(tmp, src)
 	if err := errors.Join(werr, tmp.Chmod(0o711), tmp.Close()); err != nil {
 		return "", err
 	}

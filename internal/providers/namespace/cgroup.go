@@ -34,6 +34,8 @@ type cgroups interface {
 
 type cgroup interface {
 	add(pid int) error
+	// set replaces the limits: a waiting sandbox's by its job's.
+	set(l limits) error
 	stats() cgstat.Stats
 	// kill kills every process in the cgroup and waits until it is empty.
 	kill() error
@@ -142,31 +144,46 @@ func (c *cgroupsV1) create(name string, l limits) (cgroup, error) {
 		}
 		g.dirs[ctrl] = dir
 	}
-	mem := g.dirs["memory"]
-	settings := [][2]string{
-		{filepath.Join(mem, "memory.limit_in_bytes"), strconv.FormatInt(l.memory, 10)},
-		{filepath.Join(mem, "memory.swappiness"), "0"},
-		{filepath.Join(g.dirs["pids"], "pids.max"), strconv.FormatInt(l.pids, 10)},
-	}
-	if _, err := os.Stat(filepath.Join(mem, "memory.memsw.limit_in_bytes")); err == nil {
-		settings = append(settings, [2]string{filepath.Join(mem, "memory.memsw.limit_in_bytes"), strconv.FormatInt(l.memory, 10)})
-	}
-	if l.cpus > 0 {
-		settings = append(settings,
-			[2]string{filepath.Join(g.dirs["cpu"], "cpu.cfs_period_us"), "100000"},
-			[2]string{filepath.Join(g.dirs["cpu"], "cpu.cfs_quota_us"), strconv.FormatInt(int64(l.cpus*100000), 10)})
-	}
-	for _, s := range settings {
-		if err := writeFile(s[0], s[1]); err != nil {
-			_ = g.remove()
-			return nil, fmt.Errorf("set %s: %w", filepath.Base(s[0]), err)
-		}
+	if err := g.set(l); err != nil {
+		_ = g.remove()
+		return nil, err
 	}
 	return g, nil
 }
 
 type cgroupV1 struct {
 	dirs map[string]string
+}
+
+// set writes l. memory.memsw.limit_in_bytes may never be below memory.limit_in_bytes, so a
+// raise writes memsw first and a cut writes it last.
+func (g *cgroupV1) set(l limits) error {
+	mem := g.dirs["memory"]
+	memory := [2]string{filepath.Join(mem, "memory.limit_in_bytes"), strconv.FormatInt(l.memory, 10)}
+	settings := [][2]string{memory, {filepath.Join(mem, "memory.swappiness"), "0"}}
+	memsw := filepath.Join(mem, "memory.memsw.limit_in_bytes")
+	if cur, err := os.ReadFile(memsw); err == nil {
+		sw := [2]string{memsw, strconv.FormatInt(l.memory, 10)}
+		if n, _ := strconv.ParseInt(strings.TrimSpace(string(cur)), 10, 64); n < l.memory {
+			settings = append([][2]string{sw}, settings...)
+		} else {
+			settings = append(settings, sw)
+		}
+	}
+	quota := "-1"
+	if l.cpus > 0 {
+		quota = strconv.FormatInt(int64(l.cpus*100000), 10)
+	}
+	settings = append(settings,
+		[2]string{filepath.Join(g.dirs["pids"], "pids.max"), strconv.FormatInt(l.pids, 10)},
+		[2]string{filepath.Join(g.dirs["cpu"], "cpu.cfs_period_us"), "100000"},
+		[2]string{filepath.Join(g.dirs["cpu"], "cpu.cfs_quota_us"), quota})
+	for _, s := range settings {
+		if err := writeFile(s[0], s[1]); err != nil {
+			return fmt.Errorf("set %s: %w", filepath.Base(s[0]), err)
+		}
+	}
+	return nil
 }
 
 func (g *cgroupV1) add(pid int) error {
@@ -266,6 +283,18 @@ func (c *cgroupsV2) create(name string, l limits) (cgroup, error) {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
 	g := &cgroupV2{dir: dir}
+	if err := g.set(l); err != nil {
+		_ = g.remove()
+		return nil, err
+	}
+	return g, nil
+}
+
+type cgroupV2 struct {
+	dir string
+}
+
+func (g *cgroupV2) set(l limits) error {
 	cpu := "max 100000"
 	if l.cpus > 0 {
 		cpu = fmt.Sprintf("%d 100000", int64(l.cpus*100000))
@@ -276,16 +305,11 @@ func (c *cgroupsV2) create(name string, l limits) (cgroup, error) {
 		{"pids.max", strconv.FormatInt(l.pids, 10)},
 		{"cpu.max", cpu},
 	} {
-		if err := writeFile(filepath.Join(dir, s[0]), s[1]); err != nil && !(s[0] == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
-			_ = g.remove()
-			return nil, fmt.Errorf("set %s: %w", s[0], err)
+		if err := writeFile(filepath.Join(g.dir, s[0]), s[1]); err != nil && !(s[0] == "memory.swap.max" && errors.Is(err, os.ErrNotExist)) {
+			return fmt.Errorf("set %s: %w", s[0], err)
 		}
 	}
-	return g, nil
-}
-
-type cgroupV2 struct {
-	dir string
+	return nil
 }
 
 func (g *cgroupV2) add(pid int) error {

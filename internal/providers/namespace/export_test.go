@@ -35,3 +35,11 @@ func DenylistFilter() ([]bpf.RawInstruction, error) {
 	}
 	return bpf.Assemble(prog)
 }
+
+// KillWaiting kills a sandbox's supervisor, as an outside kill would, and returns a channel
+// closed once the provider has seen it end.
+func KillWaiting(sb sandbox.Sandbox) <-chan struct{} {
+	s := sb.(*nsSandbox)
+	s.kill()
+	return s.exited
+}

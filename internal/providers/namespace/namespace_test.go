@@ -2,6 +2,7 @@ package namespace_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
+	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/sandbox/providertest"
 	"github.com/runfleet/runfleet/internal/testenv"
 )
@@ -34,9 +36,15 @@ func TestMain(m *testing.M) {
 
 func newProvider(t testing.TB, cgroup string) *namespace.Provider {
 	t.Helper()
+	return newLoggedProvider(t, cgroup, "")
+}
+
+// newLoggedProvider is newProvider with a dispatch log at path.
+func newLoggedProvider(t testing.TB, cgroup, path string) *namespace.Provider {
+	t.Helper()
 	testenv.NeedRoot(t)
 	p, err := namespace.New(namespace.Options{CgroupName: cgroup, StateDir: t.TempDir(), UIDBase: testUIDBase,
-		UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids")})
+		UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids"), DispatchLog: sandbox.DispatchLog{Path: path}})
 	if err != nil {
 		testenv.Missing(t, "namespace provider: %v", err)
 	}
@@ -67,8 +75,10 @@ func sandboxCgroups(name, id string) []string {
 func TestConformance(t *testing.T) {
 	secret := "runfleet-secret-" + t.Name()
 	t.Setenv("RUNFLEET_TEST_SECRET", secret)
-	p := newProvider(t, "runfleet-test")
+	dlog := filepath.Join(t.TempDir(), "dispatch.log")
+	p := newLoggedProvider(t, "runfleet-test", dlog)
 	providertest.Run(t, providertest.Env{
+		DispatchLog:   dlog,
 		Provider:      p,
 		Profiles:      profile.Builtin(testenv.RootFS(t), ""),
 		Secret:        secret,
@@ -203,7 +213,7 @@ func TestFailedDestroyReaped(t *testing.T) {
 		testenv.Missing(t, "namespace provider: %v", err)
 	}
 	defer p.Close()
-	sb, err := p.Create(t.Context(), providertest.Spec(profile.Builtin(testenv.RootFS(t), "")["python3"]))
+	sb, err := p.Create(t.Context(), providertest.Shape(profile.Builtin(testenv.RootFS(t), "")["python3"]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,4 +245,32 @@ func TestFailedDestroyReaped(t *testing.T) {
 func TestDataProfile(t *testing.T) {
 	testenv.NeedRoot(t)
 	providertest.RunDataProfile(t, providertest.Env{Provider: newProvider(t, "runfleet-test"), Profiles: profile.Builtin(testenv.RootFS(t), "")})
+}
+
+// BenchmarkSteps: each step of a sandbox's life, and its CPU time, per language.
+// go test -run '^$' -bench Steps -benchtime 100x ./internal/providers/namespace/
+func BenchmarkSteps(b *testing.B) {
+	e := providertest.Env{Provider: newProvider(b, "runfleet-test"), Profiles: profile.Builtin(testenv.RootFS(b), "")}
+	b.Run("python3", func(b *testing.B) { providertest.BenchSteps(b, e, "python3", "pass") })
+	b.Run("nodejs", func(b *testing.B) { providertest.BenchSteps(b, e, "nodejs", "0") })
+}
+
+// TestAssignEnded: a waiting sandbox that ended (killed while it waited) refuses its assignment
+// with ErrEnded, so that no job runs and fails in it, and is destroyed without leftovers.
+func TestAssignEnded(t *testing.T) {
+	p := newProvider(t, "runfleet-test")
+	sb, err := p.Create(t.Context(), providertest.Shape(profile.Builtin(testenv.RootFS(t), "")["python3"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-namespace.KillWaiting(sb)
+	if err := sb.Assign(t.Context(), providertest.Job("ended")); !errors.Is(err, sandbox.ErrEnded) {
+		t.Errorf("Assign() error = %v, want ErrEnded", err)
+	}
+	if err := sb.Destroy(t.Context()); err != nil {
+		t.Errorf("Destroy() error = %v", err)
+	}
+	if left := sandboxCgroups("runfleet-test", sb.ID()); len(left) > 0 {
+		t.Errorf("after Destroy, left on the host: %v", left)
+	}
 }

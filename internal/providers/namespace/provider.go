@@ -100,6 +100,13 @@ func New(o Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cgroup %s limits: %w: %w", cg.version(), err, sandbox.ErrUnsupported)
 	}
+	// Limits change when a waiting sandbox is assigned: up and down.
+	for _, l := range []limits{{memory: 128 << 20, pids: 16, cpus: 0.5}, {memory: 32 << 20, pids: 8}} {
+		if err := probe.set(l); err != nil {
+			_ = probe.remove()
+			return nil, fmt.Errorf("cgroup %s limits at assignment: %w: %w", cg.version(), err, sandbox.ErrUnsupported)
+		}
+	}
 	if err := probe.remove(); err != nil {
 		return nil, err
 	}
@@ -197,12 +204,12 @@ func (p *Provider) releaseUID(uid int) {
 const cloneFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
 	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
 
-// Create starts a sandbox whose interpreter waits on stdin.
-func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandbox, error) {
-	if len(spec.Profile.Interpreter) == 0 {
-		return nil, fmt.Errorf("profile %s: no interpreter", spec.Profile.Name)
+// Create starts a sandbox whose interpreter waits on stdin, under shape's limits until Assign.
+func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.Sandbox, error) {
+	if len(shape.Profile.Interpreter) == 0 {
+		return nil, fmt.Errorf("profile %s: no interpreter", shape.Profile.Name)
 	}
-	s := &nsSandbox{p: p, id: "ns-" + uuid.NewString(), spec: spec, exited: make(chan struct{})}
+	s := &nsSandbox{p: p, id: "ns-" + uuid.NewString(), shape: shape, exited: make(chan struct{})}
 	if err := s.start(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("create sandbox: %w", err), s.Destroy(context.WithoutCancel(ctx)))
 	}
@@ -210,9 +217,10 @@ func (p *Provider) Create(ctx context.Context, spec sandbox.Spec) (sandbox.Sandb
 }
 
 type nsSandbox struct {
-	p    *Provider
-	id   string
-	spec sandbox.Spec
+	p     *Provider
+	id    string
+	shape sandbox.Shape
+	use   sandbox.Use
 
 	mu         sync.Mutex // Destroy against the reaper's retry
 	uid        int
@@ -239,8 +247,7 @@ func (s *nsSandbox) start(ctx context.Context) error {
 		return err
 	}
 	s.uid = uid
-	if s.cg, err = s.p.cg.create(s.id, limits{memory: s.spec.MemoryBytes + sandbox.SupervisorMemory,
-		pids: s.spec.Pids + sandbox.SupervisorTasks, cpus: s.spec.CPUs}); err != nil {
+	if s.cg, err = s.p.cg.create(s.id, cgroupLimits(s.shape.Limits)); err != nil {
 		return err
 	}
 	s.mountPoint = filepath.Join(s.p.o.StateDir, s.id)
@@ -299,13 +306,13 @@ func (s *nsSandbox) start(ctx context.Context) error {
 	}
 	cfg := initConfig{
 		MountPoint:     s.mountPoint,
-		Root:           s.spec.Profile.Root,
+		Root:           s.shape.Profile.Root,
 		Hide:           s.p.hide,
 		UID:            s.uid,
-		Argv:           s.spec.Profile.Interpreter,
+		Argv:           s.shape.Profile.Interpreter,
 		Env:            sandbox.BaseEnv(),
-		WorkspaceBytes: cmp.Or(s.spec.WorkspaceBytes, 64<<20),
-		TmpBytes:       cmp.Or(s.spec.TmpBytes, 64<<20),
+		WorkspaceBytes: cmp.Or(s.shape.WorkspaceBytes, 64<<20),
+		TmpBytes:       cmp.Or(s.shape.TmpBytes, 64<<20),
 		Filter:         s.p.filter,
 	}
 	if err := json.NewEncoder(cfgW).Encode(cfg); err != nil {
@@ -321,12 +328,30 @@ func (s *nsSandbox) start(ctx context.Context) error {
 	// The status pipe carries "ok" once the program runs, or the supervisor's error.
 	line, err := s.status.ReadString('\n')
 	if line == "ok\n" {
-		return nil
+		return s.ready(deadline)
 	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return fmt.Errorf("wait for supervisor: %w", err)
 	}
 	return fmt.Errorf("supervisor: %s", strings.TrimSpace(line))
+}
+
+// ready reads the profile's ready line from the program's stdout, if it has one: then the
+// interpreter has started and waits on stdin.
+func (s *nsSandbox) ready(deadline time.Time) error {
+	if s.shape.Profile.Ready == "" {
+		return nil
+	}
+	_ = s.stdout.SetReadDeadline(deadline)
+	defer s.stdout.SetReadDeadline(time.Time{})
+	got := make([]byte, len(s.shape.Profile.Ready))
+	if n, err := io.ReadFull(s.stdout, got); err != nil {
+		return fmt.Errorf("bootstrap not ready (stdout %q): %w", got[:n], err)
+	}
+	if string(got) != s.shape.Profile.Ready {
+		return fmt.Errorf("bootstrap not ready: stdout %q", got)
+	}
+	return nil
 }
 
 func (s *nsSandbox) kill() {
@@ -335,13 +360,41 @@ func (s *nsSandbox) kill() {
 	}
 }
 
+// cgroupLimits are a sandbox's cgroup limits for l: the supervisor's share on top.
+func cgroupLimits(l sandbox.Limits) limits {
+	return limits{memory: l.MemoryBytes + sandbox.SupervisorMemory, pids: l.Pids + sandbox.SupervisorTasks, cpus: l.CPUs}
+}
+
+// Assign applies the job's limits to the sandbox's cgroup.
+func (s *nsSandbox) Assign(ctx context.Context, job sandbox.Job) error {
+	if err := s.use.Assign(job); err != nil {
+		return err
+	}
+	select {
+	case <-s.exited:
+		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
+	default:
+	}
+	if cgroupLimits(job.Limits) == cgroupLimits(s.shape.Limits) {
+		return nil // the job's limits are those the sandbox waits under (the defaults)
+	}
+	if err := s.cg.set(cgroupLimits(job.Limits)); err != nil {
+		return fmt.Errorf("assign %s: %w", s.id, err)
+	}
+	return nil
+}
+
 func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (sandbox.Exit, error) {
 	var exit sandbox.Exit
-	if err := s.p.o.DispatchLog.Record(s.spec, s.id); err != nil {
+	job, err := s.use.Start()
+	if err != nil {
+		return exit, err
+	}
+	if err := s.p.o.DispatchLog.Record(job, s.id); err != nil {
 		return exit, err
 	}
 	start := time.Now()
-	guard := sandbox.Watch(ctx, s.spec.Timeout, s.endProgram)
+	guard := sandbox.Watch(ctx, job.Limits.Timeout, s.endProgram)
 	defer guard.Stop()
 
 	var wg sync.WaitGroup

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"os/exec"
+	"slices"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/job"
@@ -27,10 +30,7 @@ func BenchCycle(b *testing.B, e Env, baseline []string) {
 func BenchJob(b *testing.B, e Env, code string) {
 	payload, _ := profile.Payload(job.Request{Code: code})
 	for b.Loop() {
-		sb, err := e.Provider.Create(b.Context(), Spec(e.Profiles["python3"]))
-		if err != nil {
-			b.Fatal(err)
-		}
+		sb := Create(b.Context(), b, e, e.Profiles["python3"], nil)
 		exit, err := sb.Run(b.Context(), bytes.NewReader(payload), &bytes.Buffer{}, &bytes.Buffer{})
 		if err != nil || exit.Code != 0 {
 			b.Fatalf("Run() = %+v, %v", exit, err)
@@ -39,4 +39,53 @@ func BenchJob(b *testing.B, e Env, code string) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchSteps measures each step of a sandbox's life on its own, one sandbox at a time: create
+// (all a pool takes off a job's path), assign, run `pass` in python3 (payload in → exit), destroy.
+// It reports the medians, and the CPU time the process and its children spent per cycle.
+func BenchSteps(b *testing.B, e Env, lang, code string) {
+	payload, _ := profile.Payload(job.Request{Code: code})
+	var steps [4][]time.Duration
+	var self0, kids0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self0)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids0)
+	for b.Loop() {
+		t0 := time.Now()
+		sb, err := e.Provider.Create(b.Context(), Shape(e.Profiles[lang]))
+		if err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := sb.Assign(b.Context(), Job("bench")); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		exit, err := sb.Run(b.Context(), bytes.NewReader(payload), &bytes.Buffer{}, &bytes.Buffer{})
+		if err != nil || exit.Code != 0 {
+			b.Fatalf("Run() = %+v, %v", exit, err)
+		}
+		t3 := time.Now()
+		if err := sb.Destroy(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		for i, d := range []time.Duration{t1.Sub(t0), t2.Sub(t1), t3.Sub(t2), time.Since(t3)} {
+			steps[i] = append(steps[i], d)
+		}
+	}
+	var self1, kids1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self1)
+	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids1)
+	for i, name := range []string{"create", "assign", "run", "destroy"} {
+		slices.Sort(steps[i])
+		b.ReportMetric(float64(steps[i][len(steps[i])/2].Microseconds())/1000, "ms-"+name)
+	}
+	n := float64(len(steps[0]))
+	b.ReportMetric(cpuMs(self0, self1)/n, "ms-cpu-worker")
+	b.ReportMetric(cpuMs(kids0, kids1)/n, "ms-cpu-sandbox")
+}
+
+func cpuMs(a, b syscall.Rusage) float64 {
+	d := time.Duration(syscall.TimevalToNsec(b.Utime) - syscall.TimevalToNsec(a.Utime) + syscall.TimevalToNsec(b.Stime) - syscall.TimevalToNsec(a.Stime))
+	return float64(d.Microseconds()) / 1000
 }

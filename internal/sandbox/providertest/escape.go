@@ -25,7 +25,7 @@ func runEscape(ctx context.Context, t *testing.T, e Env) {
 	cases := []struct {
 		name string
 		code string
-		mod  func(*sandbox.Spec)
+		mod  func(*sandbox.Limits)
 		want []check
 	}{
 		// network
@@ -54,13 +54,13 @@ func runEscape(ctx context.Context, t *testing.T, e Env) {
 		// bombs
 		{name: "fork bomb capped", code: "import os, time\nn = 0\ntry:\n    while True:\n        if os.fork() == 0:\n" +
 			"            time.sleep(30); os._exit(0)\n        n += 1\nexcept OSError:\n    print('capped', n < 32)",
-			mod: func(s *sandbox.Spec) { s.Pids = 16 }, want: []check{stdoutIs("capped True\n")}},
+			mod: func(l *sandbox.Limits) { l.Pids = 16 }, want: []check{stdoutIs("capped True\n")}},
 		{name: "workspace fill bounded", code: fillCode("/workspace/fill"), want: []check{stdoutIs("bounded True\n")}},
 		{name: "tmp fill bounded", code: fillCode("/tmp/fill"), want: []check{stdoutIs("bounded True\n")}},
 		{name: "sleep with closed stdout times out", code: "import os, time\nos.close(1); os.close(2)\ntime.sleep(60)",
-			mod: func(s *sandbox.Spec) { s.Timeout = time.Second }, want: []check{timedOut}},
+			mod: func(l *sandbox.Limits) { l.Timeout = time.Second }, want: []check{timedOut}},
 		{name: "stop itself", code: "import os, signal, time\nos.kill(os.getpid(), signal.SIGSTOP)\ntime.sleep(60)",
-			mod: func(s *sandbox.Spec) { s.Timeout = time.Second }, want: []check{timedOut}},
+			mod: func(l *sandbox.Limits) { l.Timeout = time.Second }, want: []check{timedOut}},
 		{name: "kill all inside", code: "import os, time\nif os.fork() == 0:\n    time.sleep(30)\ntime.sleep(0.1)\nos.kill(-1, 9)\nprint('alive')",
 			want: []check{stdoutIs("alive\n"), exitCode(0)}},
 		// privilege

@@ -66,7 +66,7 @@ func runFiles(ctx context.Context, t *testing.T, e Env) {
 	})
 	t.Run("kept after timeout", func(t *testing.T) {
 		code := "open('partial.csv', 'w').write('x,1\\n')\nprint('written', flush=True)\nimport time\ntime.sleep(60)"
-		got := readAfter(ctx, t, e, code, func(s *sandbox.Spec) { s.Timeout = 2 * time.Second }, all, nil)
+		got := readAfter(ctx, t, e, code, func(l *sandbox.Limits) { l.Timeout = 2 * time.Second }, all, nil)
 		if len(got) != 1 || got[0].data != "x,1\n" {
 			t.Errorf("files = %v, want partial.csv", got)
 		}
@@ -87,27 +87,23 @@ func seq256() []byte {
 	return b
 }
 
-func createFor(ctx context.Context, t *testing.T, e Env, mod func(*sandbox.Spec)) sandbox.Sandbox {
+// createFor takes a python3 sandbox (from the suite's pool under [Run]) and assigns it a test job
+// with limits mod changed; it is destroyed when the test ends.
+func createFor(ctx context.Context, t *testing.T, e Env, mod func(*sandbox.Limits)) sandbox.Sandbox {
 	t.Helper()
-	spec := Spec(e.Profiles["python3"])
-	if mod != nil {
-		mod(&spec)
-	}
-	sb, err := e.Provider.Create(ctx, spec)
-	if err != nil {
-		t.Fatalf("Create() error = %v", err)
-	}
+	sb := take(ctx, t, e, e.Profiles["python3"])
 	t.Cleanup(func() {
 		if err := sb.Destroy(context.WithoutCancel(ctx)); err != nil {
 			t.Errorf("Destroy() error = %v", err)
 		}
 	})
+	assign(ctx, t, sb, mod)
 	return sb
 }
 
 // readAfter runs code, then reads the files match accepts; each is recorded before next decides
 // whether to go on.
-func readAfter(ctx context.Context, t *testing.T, e Env, code string, mod func(*sandbox.Spec), match func(string) bool, next func() error) []readFile {
+func readAfter(ctx context.Context, t *testing.T, e Env, code string, mod func(*sandbox.Limits), match func(string) bool, next func() error) []readFile {
 	t.Helper()
 	sb := createFor(ctx, t, e, mod)
 	payload, err := profile.Payload(job.Request{Code: code})
@@ -157,12 +153,7 @@ func RunDataProfile(t *testing.T, e Env) {
 		testenv.Missing(t, "profile %s: the root fs or image lacks numpy, pandas or matplotlib (make image)", profile.DataProfile)
 	}
 	ctx := t.Context()
-	spec := Spec(prof)
-	spec.Timeout, spec.MemoryBytes = 60*time.Second, 512<<20
-	sb, err := e.Provider.Create(ctx, spec)
-	if err != nil {
-		t.Fatalf("Create() error = %v", err)
-	}
+	sb := Create(ctx, t, e, prof, func(l *sandbox.Limits) { l.Timeout, l.MemoryBytes = 60*time.Second, 512<<20 })
 	defer sb.Destroy(context.WithoutCancel(ctx))
 	payload, _ := profile.Payload(job.Request{Code: PlotCode})
 	var out, errb bytes.Buffer

@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runfleet/runfleet/internal/pool"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -30,6 +32,12 @@ type Env struct {
 	// Leftovers reports what of a destroyed sandbox is still on the host, by provider means
 	// (processes, cgroups, containers), or "" when nothing is.
 	Leftovers func(t *testing.T, sandboxID string) string
+	// DispatchLog is the provider's dispatch log, if it keeps one: the suite checks that no
+	// sandbox ran twice.
+	DispatchLog string
+
+	// pool, set by Run, serves Exec with sandboxes created ahead.
+	pool *pool.Pool
 }
 
 // Result is one sandbox run.
@@ -40,24 +48,46 @@ type Result struct {
 	Exit   sandbox.Exit
 }
 
-// Spec returns a spec with modest limits for tests.
-func Spec(p sandbox.Profile) sandbox.Spec {
-	return sandbox.Spec{JobID: "conformance", Attempt: 1, Worker: "providertest", Profile: p,
-		Timeout: 10 * time.Second, MemoryBytes: 128 << 20, Pids: 32, CPUs: 1,
-		WorkspaceBytes: 16 << 20, TmpBytes: 16 << 20}
+// Shape returns the shape of the sandboxes tests create, with modest limits.
+func Shape(p sandbox.Profile) sandbox.Shape {
+	return sandbox.Shape{Profile: p, WorkspaceBytes: 16 << 20, TmpBytes: 16 << 20,
+		Limits: sandbox.Limits{Timeout: 10 * time.Second, MemoryBytes: 128 << 20, Pids: 32, CPUs: 1}}
 }
 
-// Exec runs req in a fresh sandbox of its language's profile and destroys it.
-func Exec(ctx context.Context, t testing.TB, e Env, req job.Request, mod func(*sandbox.Spec)) Result {
+// Job returns a test job with the limits of [Shape].
+func Job(id string) sandbox.Job {
+	return sandbox.Job{ID: id, Attempt: 1, Worker: "providertest", Limits: Shape(sandbox.Profile{}).Limits}
+}
+
+// Create makes a sandbox of profile p and assigns it to a test job with limits mod changed.
+func Create(ctx context.Context, t testing.TB, e Env, p sandbox.Profile, mod func(*sandbox.Limits)) sandbox.Sandbox {
 	t.Helper()
-	spec := Spec(e.Profiles[req.Language])
-	if mod != nil {
-		mod(&spec)
-	}
-	sb, err := e.Provider.Create(ctx, spec)
+	sb, err := e.Provider.Create(ctx, Shape(p))
 	if err != nil {
 		t.Fatalf("Create() error = %v", err)
 	}
+	assign(ctx, t, sb, mod)
+	return sb
+}
+
+func assign(ctx context.Context, t testing.TB, sb sandbox.Sandbox, mod func(*sandbox.Limits)) {
+	t.Helper()
+	j := Job("conformance")
+	if mod != nil {
+		mod(&j.Limits)
+	}
+	if err := sb.Assign(ctx, j); err != nil {
+		_ = sb.Destroy(context.WithoutCancel(ctx))
+		t.Fatalf("Assign() error = %v", err)
+	}
+}
+
+// Exec runs req in a fresh sandbox of its language's profile and destroys it. Under [Run], the
+// sandbox is one the suite's pool created ahead, before the job was known.
+func Exec(ctx context.Context, t testing.TB, e Env, req job.Request, mod func(*sandbox.Limits)) Result {
+	t.Helper()
+	sb := take(ctx, t, e, e.Profiles[req.Language])
+	assign(ctx, t, sb, mod)
 	payload, err := profile.Payload(req)
 	if err != nil {
 		t.Fatal(err)
@@ -118,20 +148,78 @@ func clip(s string) string {
 	return s
 }
 
-// Run runs the whole suite against e.
+// take returns a sandbox of p: from e's pool once one waits there, else created now.
+func take(ctx context.Context, t testing.TB, e Env, p sandbox.Profile) sandbox.Sandbox {
+	t.Helper()
+	if e.pool == nil {
+		sb, err := e.Provider.Create(ctx, Shape(p))
+		if err != nil {
+			t.Fatalf("Create() error = %v", err)
+		}
+		return sb
+	}
+	testenv.WaitFor(t, time.Minute, "a waiting "+p.Name+" sandbox", func() bool { return e.pool.WaitingFor(p.Name) > 0 })
+	sb, warm, err := e.pool.Take(ctx, Shape(p))
+	if err != nil {
+		t.Fatalf("Take() error = %v", err)
+	}
+	if !warm {
+		_ = sb.Destroy(context.WithoutCancel(ctx))
+		t.Fatalf("Take() served a %s sandbox cold while one waited", p.Name)
+	}
+	return sb
+}
+
+// Run runs the whole suite against e. Its jobs run in sandboxes a pool created ahead, as a
+// worker's do, but for the cases that test Create itself.
 func Run(t *testing.T, e Env) {
-	ctx := t.Context()
+	ctx, stop := context.WithCancel(t.Context())
+	shapes := make([]sandbox.Shape, 0, len(e.Profiles))
+	for _, name := range e.Profiles.Names() {
+		shapes = append(shapes, Shape(e.Profiles[name]))
+	}
+	e.pool = pool.New(e.Provider, shapes, pool.Options{Size: 2, Refills: 2})
+	var wg sync.WaitGroup
+	wg.Go(func() { e.pool.Run(ctx) })
+	defer func() {
+		stop()
+		wg.Wait()
+		if e.pool.Waiting() != 0 {
+			t.Errorf("after the pool's Run returned, %d sandboxes wait", e.pool.Waiting())
+		}
+		if e.DispatchLog != "" {
+			checkUsedOnce(t, e.DispatchLog)
+		}
+	}()
 	t.Run("contract", func(t *testing.T) { runContract(ctx, t, e) })
 	t.Run("escape", func(t *testing.T) { runEscape(ctx, t, e) })
 	t.Run("fresh", func(t *testing.T) { runFresh(ctx, t, e) })
 	t.Run("files", func(t *testing.T) { runFiles(ctx, t, e) })
+	t.Run("pool past", func(t *testing.T) { runPoolPast(ctx, t, e) })
+}
+
+// checkUsedOnce counts, from the provider's own dispatch log, that no sandbox took two payloads.
+func checkUsedOnce(t *testing.T, path string) {
+	uses, err := sandbox.CountSandboxUses(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(uses) == 0 {
+		t.Errorf("dispatch log %s is empty", path)
+	}
+	for id, n := range uses {
+		if n != 1 {
+			t.Errorf("sandbox %s took %d payloads, want 1", id, n)
+		}
+	}
 }
 
 func runContract(ctx context.Context, t *testing.T, e Env) {
 	cases := []struct {
 		name, lang, code, stdin string
 		env                     map[string]string
-		mod                     func(*sandbox.Spec)
+		files                   []job.File
+		mod                     func(*sandbox.Limits)
 		checks                  []check
 	}{
 		{name: "python stdout", lang: "python3", code: "print(6*7)", checks: []check{exitCode(0), stdoutIs("42\n")}},
@@ -152,22 +240,32 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 			env: map[string]string{"GREETING": "hi"}, checks: []check{stdoutIs("hi\n")}},
 		{name: "node env after start", lang: "nodejs", code: "console.log(process.env.NODE_OPTIONS)",
 			env: map[string]string{"NODE_OPTIONS": "--require /nonexistent"}, checks: []check{exitCode(0), stdoutIs("--require /nonexistent\n")}},
+		{name: "files given", lang: "python3", code: "print(open('bin/all.bin', 'rb').read().hex(), open('t.txt').read())",
+			files:  []job.File{{Path: "bin/all.bin", Content: []byte{0, 1, 2, 0xff, '\n', '"', '\\'}}, {Path: "t.txt", Content: []byte("é <&>")}},
+			checks: []check{stdoutIs("000102ff0a225c é <&>\n")}},
+		{name: "node files given", lang: "nodejs", code: "const fs = require('fs'); console.log(fs.readFileSync('t.txt', 'utf8'))",
+			files: []job.File{{Path: "t.txt", Content: []byte("é <&>")}}, checks: []check{stdoutIs("é <&>\n")}},
 		{name: "workdir is workspace", lang: "python3", code: "import os; print(os.getcwd())", checks: []check{stdoutIs("/workspace\n")}},
 		{name: "timeout", lang: "python3", code: "import time\nprint('before', flush=True)\ntime.sleep(30)",
 			// Long enough for the interpreter to start and print on a loaded machine.
-			mod: func(s *sandbox.Spec) { s.Timeout = 2 * time.Second },
+			mod: func(l *sandbox.Limits) { l.Timeout = 2 * time.Second },
 			checks: []check{stdoutIs("before\n"), func(t *testing.T, r Result) {
 				if !r.Exit.TimedOut || r.Exit.Usage.Wall > 8*time.Second {
 					t.Errorf("TimedOut = %v after %v, want true within 8s", r.Exit.TimedOut, r.Exit.Usage.Wall)
 				}
 			}}},
 		{name: "memory bomb", lang: "python3", code: "x = []\nwhile True: x.append(bytearray(16<<20))",
-			mod: func(s *sandbox.Spec) { s.MemoryBytes = 64 << 20 },
+			mod: func(l *sandbox.Limits) { l.MemoryBytes = 64 << 20 },
 			checks: []check{func(t *testing.T, r Result) {
 				if !r.Exit.OOM || r.Exit.Code == 0 {
 					t.Errorf("OOM = %v, code %d, want an OOM kill (stderr %q)", r.Exit.OOM, r.Exit.Code, clip(r.Stderr))
 				}
 			}}},
+		// A pooled sandbox waits under its shape's 128 MiB; its job's larger limit holds.
+		{name: "memory raised at assign", lang: "python3", code: "x = bytearray(160 << 20)\nx[::4096] = b'x' * len(x[::4096])\nprint(len(x) >> 20)",
+			mod: func(l *sandbox.Limits) { l.MemoryBytes = 256 << 20 }, checks: []check{exitCode(0), stdoutIs("160\n")}},
+		{name: "node timers run to the end", lang: "nodejs", code: "setTimeout(() => console.log('timer'), 50)\nPromise.resolve().then(() => console.log('promise'))",
+			checks: []check{exitCode(0), stdoutIs("promise\ntimer\n")}},
 		{name: "usage measured", lang: "python3", code: "sum(range(10**6))", checks: []check{exitCode(0), func(t *testing.T, r Result) {
 			u := r.Exit.Usage
 			if u.Wall <= 0 {
@@ -186,7 +284,7 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := Exec(ctx, t, e, job.Request{Language: c.lang, Code: c.code, Stdin: c.stdin, Env: c.env}, c.mod)
+			r := Exec(ctx, t, e, job.Request{Language: c.lang, Code: c.code, Stdin: c.stdin, Env: c.env, Files: c.files}, c.mod)
 			for _, ch := range c.checks {
 				ch(t, r)
 			}
@@ -199,10 +297,7 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 	}
 	t.Run("kill on cancel", func(t *testing.T) {
 		// Cancel once the program has printed, never after a fixed time that may pass before it runs.
-		sb, err := e.Provider.Create(ctx, Spec(e.Profiles["python3"]))
-		if err != nil {
-			t.Fatal(err)
-		}
+		sb := Create(ctx, t, e, e.Profiles["python3"], nil)
 		defer sb.Destroy(context.WithoutCancel(ctx))
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -221,11 +316,7 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 		}
 	})
 	t.Run("writer error kills", func(t *testing.T) {
-		spec := Spec(e.Profiles["python3"])
-		sb, err := e.Provider.Create(ctx, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sb := Create(ctx, t, e, e.Profiles["python3"], nil)
 		defer sb.Destroy(context.WithoutCancel(ctx))
 		payload, _ := profile.Payload(job.Request{Code: "while True: print('x'*1000)"})
 		exit, err := sb.Run(ctx, bytes.NewReader(payload), &failingWriter{after: 64 << 10}, &bytes.Buffer{})
@@ -234,7 +325,7 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 		}
 	})
 	t.Run("destroy unused", func(t *testing.T) {
-		sb, err := e.Provider.Create(ctx, Spec(e.Profiles["python3"]))
+		sb, err := e.Provider.Create(ctx, Shape(e.Profiles["python3"]))
 		if err != nil {
 			t.Fatal(err)
 		}

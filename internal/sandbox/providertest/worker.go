@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -65,9 +66,16 @@ func runChild(ctx context.Context, kind string, e Env) error {
 		fmt.Printf(format+"\n", args...)
 	}
 	create := func() (sandbox.Sandbox, error) {
-		spec := Spec(e.Profiles["python3"])
-		spec.Timeout = time.Minute
-		return e.Provider.Create(ctx, spec)
+		sb, err := e.Provider.Create(ctx, Shape(e.Profiles["python3"]))
+		if err != nil {
+			return nil, err
+		}
+		j := Job("child")
+		j.Limits.Timeout = time.Minute
+		if err := sb.Assign(ctx, j); err != nil {
+			return nil, errors.Join(err, sb.Destroy(context.WithoutCancel(ctx)))
+		}
+		return sb, nil
 	}
 	runIn := func(sb sandbox.Sandbox, code string, stdout io.Writer) error {
 		defer sb.Destroy(context.WithoutCancel(ctx))
@@ -84,6 +92,13 @@ func runChild(ctx context.Context, kind string, e Env) error {
 	}
 	switch kind {
 	case childBusy:
+		// A sandbox made ahead and never assigned, as a pool keeps, beside one running a job.
+		waiting, err := e.Provider.Create(ctx, Shape(e.Profiles["python3"]))
+		if err != nil {
+			return err
+		}
+		defer waiting.Destroy(context.WithoutCancel(ctx))
+		say("waiting %s", waiting.ID())
 		sb, err := create()
 		if err != nil {
 			return err
@@ -263,9 +278,14 @@ func RunExeInvisible(t *testing.T, path string, env ...string) {
 const OrphanGrace = 2 * time.Second
 
 // RunKilledWorker SIGKILLs a child worker whose sandbox runs a busy loop, once the loop has
-// started, and checks that alive reports nothing of the sandbox running within OrphanGrace.
+// started, beside a sandbox it made ahead and never used, and checks that alive reports nothing
+// of either running within OrphanGrace.
 func RunKilledWorker(t *testing.T, alive func(t *testing.T, sandboxID string) string, env ...string) {
 	c := StartChild(t, childBusy, env...)
+	waiting, ok := strings.CutPrefix(c.Line(t), "waiting ")
+	if !ok {
+		t.Fatalf("child worker did not name its waiting sandbox")
+	}
 	id, ok := strings.CutPrefix(c.Line(t), "sandbox ")
 	if !ok {
 		t.Fatalf("child worker did not name its sandbox")
@@ -273,8 +293,10 @@ func RunKilledWorker(t *testing.T, alive func(t *testing.T, sandboxID string) st
 	if l := c.Line(t); l != "started" {
 		t.Fatalf("child worker printed %q, want started", l)
 	}
-	if left := alive(t, id); left == "" {
-		t.Fatalf("alive(%s) reports nothing while the busy loop runs: the check cannot fail", id)
+	for _, sb := range []string{waiting, id} {
+		if left := alive(t, sb); left == "" {
+			t.Fatalf("alive(%s) reports nothing while the sandbox lives: the check cannot fail", sb)
+		}
 	}
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -283,15 +305,15 @@ func RunKilledWorker(t *testing.T, alive func(t *testing.T, sandboxID string) st
 	_ = c.Wait()
 	var left string
 	for {
-		if left = alive(t, id); left == "" || time.Since(killed) > OrphanGrace {
+		if left = alive(t, id) + alive(t, waiting); left == "" || time.Since(killed) > OrphanGrace {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	if left != "" {
-		t.Errorf("%v after its worker was SIGKILLed, sandbox %s still runs: %s", OrphanGrace, id, left)
+		t.Errorf("%v after its worker was SIGKILLed, sandboxes %s (running) or %s (waiting) still run: %s", OrphanGrace, id, waiting, left)
 	} else {
-		t.Logf("sandbox gone %v after its worker's SIGKILL", time.Since(killed).Round(time.Millisecond))
+		t.Logf("running and waiting sandboxes gone %v after their worker's SIGKILL", time.Since(killed).Round(time.Millisecond))
 	}
 }
 
