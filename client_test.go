@@ -249,3 +249,19 @@ func TestWaitingJobIsKnown(t *testing.T) {
 		t.Errorf("Cancel() of a waiting job: %v", err)
 	}
 }
+
+// TestWatchStoppedEarly: a watch whose ctx ends before it follows the job (here: at once, during
+// the lookup) says what every watch stopped before the settlement says, ErrNoSettlement with the
+// ctx's error, so that a caller (the gateway cancelling on disconnect) tells it from a failure.
+func TestWatchStoppedEarly(t *testing.T) {
+	c, _ := newClient(t, runfleet.Options{})
+	if _, err := c.Submit(t.Context(), "unserved", job.Request{ID: "watched-briefly", Language: "python3", Code: "print(1)"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, err := c.Watch(ctx, "watched-briefly", func(runfleet.Page) error { return nil })
+	if !errors.Is(err, runfleet.ErrNoSettlement) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Watch() with an ended ctx error = %v, want ErrNoSettlement and context.Canceled", err)
+	}
+}

@@ -77,6 +77,15 @@ func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) 
 	return c.WatchFrom(ctx, id, 0, onPage)
 }
 
+// watchFailed is a watch of id that ended before it could follow the job: when ctx ended, it says
+// so as every watch stopped before the settlement does, [ErrNoSettlement] and ctx's error.
+func watchFailed(ctx context.Context, id string, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("watch %s: %w: %w", id, ErrNoSettlement, cerr)
+	}
+	return fmt.Errorf("watch %s: %w", id, err)
+}
+
 // WatchFrom is [Client.Watch] that skips what the results stream stored up to sequence after, so
 // that a watcher which saw the page of [Page.Sequence] after resumes with the next one.
 func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage func(Page) error) (job.Settlement, error) {
@@ -85,7 +94,7 @@ func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage 
 		return st, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
 	}
 	if _, _, err := c.lookup(ctx, id); err != nil {
-		return st, fmt.Errorf("watch %s: %w", id, err)
+		return st, watchFailed(ctx, id, err)
 	}
 	cfg := jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{c.subjects.Results(id)},
@@ -99,12 +108,12 @@ func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage 
 	}
 	cons, err := c.js.OrderedConsumer(ctx, c.subjects.ResultsStream(), cfg)
 	if err != nil {
-		return st, fmt.Errorf("watch %s: %w", id, withCtx(ctx, err))
+		return st, watchFailed(ctx, id, err)
 	}
 	defer c.dropConsumer(ctx, cons)
 	it, err := cons.Messages()
 	if err != nil {
-		return st, fmt.Errorf("watch %s: %w", id, err)
+		return st, watchFailed(ctx, id, err)
 	}
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()

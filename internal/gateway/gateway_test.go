@@ -188,7 +188,8 @@ func TestGateway(t *testing.T) {
 			id := "gw-gone-" + strconv.Itoa(len(tc.query))
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan struct{})
-			before := f.gw.Metrics().Waiting()
+			// The previous request's watch may still be ending: counted from zero, this one's is seen.
+			testenv.WaitFor(t, 30*time.Second, "no request waiting", func() bool { return f.gw.Metrics().Waiting() == 0 })
 			go func() {
 				defer close(done)
 				req, _ := http.NewRequestWithContext(ctx, "POST", f.srv.URL+"/v1/jobs"+tc.query,
@@ -198,7 +199,7 @@ func TestGateway(t *testing.T) {
 					resp.Body.Close()
 				}
 			}()
-			testenv.WaitFor(t, 30*time.Second, "request waiting", func() bool { return f.gw.Metrics().Waiting() > before })
+			testenv.WaitFor(t, 30*time.Second, "request waiting", func() bool { return f.gw.Metrics().Waiting() > 0 })
 			cancel()
 			<-done
 			if st := f.settle(id); st.Status != tc.want {

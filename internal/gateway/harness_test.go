@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -76,6 +77,7 @@ func newFleet(t testing.TB, o gateway.Options) *fleet {
 		t.Fatal(err)
 	}
 	o.APIKey, o.Prefix = apiKey, f.prefix
+	o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
 	if f.gw, err = gateway.New(t.Context(), f.nats.Conn(), o); err != nil {
 		t.Fatal(err)
 	}
