@@ -440,8 +440,16 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 		exit.Signal = unix.SignalName(unix.Signal(exit.Code - 128))
 	}
 	guard.Mark(&exit)
+	if !exit.OOM && !exit.Killed && !exit.TimedOut {
+		// The init reports every program's end before it exits; a container that ended without
+		// that report lost its init (a crash): the program's outcome is not known.
+		return exit, fmt.Errorf("container %s ended (exit %d) without its init's report: %w", s.id, exit.Code, errInitLost)
+	}
 	return exit, nil
 }
+
+// errInitLost is a container init that ended before it reported the program's end.
+var errInitLost = errors.New("sandbox init lost")
 
 // killOnError passes writes on until one fails, then kills the container and swallows the rest,
 // so the demultiplexer drains the stream to its end.

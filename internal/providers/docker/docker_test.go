@@ -190,3 +190,15 @@ func BenchmarkSteps(b *testing.B) {
 	b.Run("python3", func(b *testing.B) { providertest.BenchSteps(b, e, "python3", "pass") })
 	b.Run("nodejs", func(b *testing.B) { providertest.BenchSteps(b, e, "nodejs", "0") })
 }
+
+// TestMachineryOutOfStderr: a container init that crashes while the program runs (here: SIGQUIT,
+// on which the Go runtime dumps its goroutines; a program that used up the pids limit can make
+// the init fail to start a thread the same way) writes nothing into the job's stderr.
+func TestMachineryOutOfStderr(t *testing.T) {
+	p, profiles := newProvider(t)
+	providertest.RunMachineryOutOfStderr(t, providertest.Env{Provider: p, Profiles: profiles}, func(t *testing.T, sb sandbox.Sandbox) {
+		if out, err := exec.Command("docker", "kill", "-s", "QUIT", sb.ID()).CombinedOutput(); err != nil {
+			t.Fatalf("docker kill -s QUIT: %v: %s", err, out)
+		}
+	})
+}

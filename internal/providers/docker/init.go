@@ -71,7 +71,12 @@ func runInit(argv []string) (int, error) {
 		return 1, err
 	}
 	env := slices.DeleteFunc(os.Environ(), func(v string) bool { return slices.Contains(initEnv, v) })
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{r.Fd(), 1, 2}})
+	progErr, err := keepStderrForProgram()
+	if err != nil {
+		return 1, err
+	}
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{r.Fd(), 1, uintptr(progErr)}})
+	unix.Close(progErr)
 	if err != nil {
 		return 127, fmt.Errorf("exec %s: %w", argv[0], err)
 	}
@@ -116,6 +121,29 @@ func runInit(argv []string) (int, error) {
 		return 128 + int(ws.Signal()), nil
 	}
 	return ws.ExitStatus(), nil
+}
+
+// keepStderrForProgram returns a copy of the container's stderr for the program, and points the
+// init's own stderr at /dev/null: the container's stderr is the job's, and nothing of the init (its
+// errors, or the Go runtime's crash report when the program used up the pids limit and the init
+// could not start a thread) may appear among the job's output. The worker learns of an init that
+// failed from the container's exit and logs it.
+func keepStderrForProgram() (int, error) {
+	fd, err := unix.FcntlInt(2, unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return -1, fmt.Errorf("stderr: %w", err)
+	}
+	null, err := unix.Open("/dev/null", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("stderr: %w", err)
+	}
+	defer unix.Close(null)
+	if err := unix.Dup3(null, 2, 0); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("stderr: %w", err)
+	}
+	return fd, nil
 }
 
 // relayStdin copies data frames from in to the program's stdin w until a close frame, then

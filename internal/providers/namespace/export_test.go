@@ -1,6 +1,8 @@
 package namespace
 
 import (
+	"os"
+
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
@@ -42,4 +44,9 @@ func KillWaiting(sb sandbox.Sandbox) <-chan struct{} {
 	s := sb.(*nsSandbox)
 	s.kill()
 	return s.exited
+}
+
+// SignalSupervisor sends sig to a sandbox's supervisor.
+func SignalSupervisor(sb sandbox.Sandbox, sig os.Signal) error {
+	return sb.(*nsSandbox).cmd.Process.Signal(sig)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -273,4 +274,16 @@ func TestAssignEnded(t *testing.T) {
 	if left := sandboxCgroups("runfleet-test", sb.ID()); len(left) > 0 {
 		t.Errorf("after Destroy, left on the host: %v", left)
 	}
+}
+
+// TestMachineryOutOfStderr: a supervisor that crashes while the program runs (here: SIGQUIT, on
+// which the Go runtime dumps its goroutines) writes nothing into the job's stderr.
+func TestMachineryOutOfStderr(t *testing.T) {
+	testenv.NeedRoot(t)
+	e := providertest.Env{Provider: newProvider(t, "runfleet-test"), Profiles: profile.Builtin(testenv.RootFS(t), "")}
+	providertest.RunMachineryOutOfStderr(t, e, func(t *testing.T, sb sandbox.Sandbox) {
+		if err := namespace.SignalSupervisor(sb, syscall.SIGQUIT); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -425,7 +425,8 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 	var ws syscall.WaitStatus
 	line, err := s.status.ReadString('\n')
 	n, perr := strconv.ParseUint(strings.TrimPrefix(strings.TrimSpace(line), "exit "), 10, 32)
-	if err == nil && perr == nil {
+	reported := err == nil && perr == nil
+	if reported {
 		s.held.Store(true)
 		ws = syscall.WaitStatus(n)
 	} else {
@@ -444,8 +445,16 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 	st := s.cg.stats()
 	exit.OOM, exit.Usage.CPU, exit.Usage.MaxRSS = st.OOM, st.CPU, st.Peak
 	guard.Mark(&exit)
+	if !reported && !exit.OOM && !exit.Killed && !exit.TimedOut {
+		// The supervisor reports every program's end before anything else; one that ended
+		// without that report crashed or was killed from outside: the program's outcome is lost.
+		return exit, fmt.Errorf("sandbox %s: supervisor ended (exit %d) without the program's status: %w", s.id, exit.Code, errSupervisorLost)
+	}
 	return exit, nil
 }
+
+// errSupervisorLost is a supervisor that ended before it reported the program's end.
+var errSupervisorLost = errors.New("sandbox supervisor lost")
 
 // Destroy kills every process of the sandbox and removes its cgroup and mount point. When it
 // fails, the provider keeps the sandbox and [Provider.Reap] tries again.
