@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
@@ -48,11 +49,12 @@ func TestWarmPoolLeavesNothing(t *testing.T) {
 			f := newFleet(t)
 			w := f.start("pooled", "--warm", "2")
 			pid := w.cmd.Process.Pid
-			testenv.WaitFor(t, time.Minute, "four waiting sandboxes", func() bool { return len(supervisors(pid)) == 4 })
+			full := 2 * len(profile.Builtin(testenv.RootFS(t), ""))
+			testenv.WaitFor(t, time.Minute, "two waiting sandboxes per profile", func() bool { return len(supervisors(pid)) == full })
 			if st := f.settlement(f.submit(job.Request{Language: "python3", Code: "print(1)"}), 30*time.Second); st.Status != job.StatusSucceeded {
 				t.Fatalf("job settled %s/%s", st.Status, st.Reason)
 			}
-			testenv.WaitFor(t, time.Minute, "the pool refilled", func() bool { return len(supervisors(pid)) == 4 })
+			testenv.WaitFor(t, time.Minute, "the pool refilled", func() bool { return len(supervisors(pid)) == full })
 			waiting := supervisors(pid)
 			w.signal(sig)
 			if sig == syscall.SIGTERM {

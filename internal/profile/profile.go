@@ -45,15 +45,15 @@ func (s Set) Names() []string {
 	return names
 }
 
-// Builtin returns python3 and nodejs, and [DataProfile] unless root lacks its packages. With root "", they run the host's /usr/bin interpreters
-// (namespace provider); image names the sandbox image (Docker provider), whose interpreters are at
-// the same paths.
+// Builtin returns python3 and nodejs, and [DataProfile] unless root lacks its packages. With root
+// "", they run the host's /usr/bin interpreters (namespace provider); image names the sandbox
+// image (Docker provider), whose interpreters are at the same paths.
 func Builtin(root, image string) Set {
 	s := Set{
 		"python3": {Name: "python3", Interpreter: []string{"/usr/bin/python3", "-I", "-c", pythonBootstrap}, Root: root, Image: image, Ready: Ready},
 		"nodejs":  {Name: "nodejs", Interpreter: []string{"/usr/bin/node", "-e", nodeBootstrap}, Root: root, Image: image, Ready: Ready},
 	}
-	data := sandbox.Profile{Name: DataProfile, Root: root, Image: image, Requires: DataRequires,
+	data := sandbox.Profile{Name: DataProfile, Root: root, Image: image, Requires: DataRequires, Ready: Ready,
 		Interpreter: []string{"/usr/bin/env", "MPLBACKEND=Agg", "/usr/bin/python3", "-I", "-c", pythonBootstrap}}
 	// A root file system is checked here; an image by the Docker provider's Resolve.
 	if image != "" || HasRequired(data) {
