@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -104,8 +103,8 @@ func reject(r Reason, format string, args ...any) *RejectError {
 }
 
 var (
-	envName   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	labelName = regexp.MustCompile(`^[a-z0-9_.-]{1,63}$`)
+	envName   = namePattern{re: `^[A-Za-z_][A-Za-z0-9_]*$`, first: classOf("A-Za-z_"), rest: classOf("A-Za-z0-9_")}
+	labelName = namePattern{re: `^[a-z0-9_.-]{1,63}$`, first: classOf("a-z0-9_.-"), rest: classOf("a-z0-9_.-"), max: 63}
 )
 
 // MaxArgs bounds a request's args; the body's size bounds their bytes.

@@ -3,7 +3,6 @@ package job
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -14,9 +13,9 @@ const DefaultPrefix = "runfleet"
 const DefaultQueue = "default"
 
 var (
-	prefixPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
-	queuePattern  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+	prefixPattern = namePattern{re: `^[a-z0-9][a-z0-9_-]{0,31}$`, first: classOf("a-z0-9"), rest: classOf("a-z0-9_-"), max: 32}
+	queuePattern  = namePattern{re: `^[a-z0-9][a-z0-9_-]{0,63}$`, first: classOf("a-z0-9"), rest: classOf("a-z0-9_-"), max: 64}
+	idPattern     = namePattern{re: `^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`, first: classOf("A-Za-z0-9"), rest: classOf("A-Za-z0-9_-"), max: 128}
 )
 
 // Errors of names that do not match PROTOCOL.md's patterns; callers wrap them with the name.
