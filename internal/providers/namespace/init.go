@@ -56,6 +56,9 @@ func Init() {
 		return
 	}
 	runtime.GOMAXPROCS(1)
+	// Capabilities and the bounding set are a thread's, not the process's: the thread that drops
+	// them (prepare) is the one that forks the program, so the program inherits what it dropped.
+	runtime.LockOSThread()
 	status := os.NewFile(fdStatus, "status")
 	syscall.CloseOnExec(fdStatus)
 	for _, fd := range []int{fdLifeline, fdUIDLock} {
@@ -153,11 +156,10 @@ func prepare(c initConfig) error {
 	}
 	// CAP_KILL ends the program's processes (other uid) while the supervisor stays; the program
 	// gets none of these: its uid change clears them, and no_new_privs keeps it from regaining one.
+	// The bounding set is emptied whole: the supervisor keeps what it holds, and the program
+	// starts with an empty set, as in a container with every capability dropped.
 	keep := uint64(1)<<unix.CAP_SETUID | uint64(1)<<unix.CAP_SETGID | uint64(1)<<unix.CAP_KILL
 	for capability := 0; capability <= 63; capability++ {
-		if keep&(1<<capability) != 0 {
-			continue
-		}
 		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(capability), 0, 0, 0); err != nil && err != unix.EINVAL {
 			return fmt.Errorf("drop capability %d: %w", capability, err)
 		}
