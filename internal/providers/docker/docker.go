@@ -404,12 +404,15 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 	// streams drain, and the demultiplexer is what drains them.
 	out := &killOnError{w: stdout, onErr: func() { wg.Go(guard.Kill) }}
 	errw := &killOnError{w: stderr, onErr: out.onErr}
-	trailer := &trailerWriter{next: out, marker: marker}
-	_, _ = stdcopy.StdCopy(trailer, errw, s.attach.Reader)
-	if trailer.done {
+	var ends int
+	trailer := &trailerWriter{next: out, marker: marker, ends: &ends}
+	errTrailer := &trailerWriter{next: errw, marker: marker, noStatus: true, ends: &ends}
+	_, _ = stdcopy.StdCopy(trailer, errTrailer, s.attach.Reader)
+	if trailer.done && errTrailer.done {
 		return s.heldExit(exit, start, trailer.status, guard, &wg, &giveUp, &giveUpOnce)
 	}
 	trailer.flush()
+	errTrailer.flush()
 	var waitErr error
 	select {
 	case <-s.wait.Result:

@@ -65,37 +65,48 @@ func newMarker() []byte {
 // errHeld ends the demultiplexing of a container's output at the init's marker.
 var errHeld = errors.New("program ended; container held")
 
-// trailerWriter passes the program's output on until the marker, then reads the wait status
-// after it. A tail of output that could begin the marker waits for the next write.
+// trailerWriter passes one stream of the program's output on until the marker, then reads what
+// follows it to the end of the line: the wait status on stdout, nothing on stderr. A tail of
+// output that could begin the marker waits for the next write. The daemon forwards a container's
+// stdout and stderr apart, so the marker of one stream can come before the last output of the
+// other: the demultiplexing ends (errHeld) only once every stream sharing ends has seen its own.
 type trailerWriter struct {
-	next    io.Writer
-	marker  []byte
-	pending []byte
-	done    bool
-	status  syscall.WaitStatus
+	next     io.Writer
+	marker   []byte
+	noStatus bool // stderr's trailer: the marker alone
+	ends     *int // trailers seen of the streams read together; nil: this stream alone
+	pending  []byte
+	done     bool
+	status   syscall.WaitStatus
 }
 
 func (t *trailerWriter) Write(b []byte) (int, error) {
 	if t.done {
-		return len(b), errHeld
+		return len(b), t.held()
 	}
 	t.pending = append(t.pending, b...)
 	if i := bytes.Index(t.pending, t.marker); i >= 0 {
-		rest := t.pending[i+len(t.marker):]
-		nl := bytes.IndexByte(rest, '\n')
 		if i > 0 {
 			_, _ = t.next.Write(t.pending[:i])
 			t.pending = append(t.pending[:0], t.pending[i:]...)
 		}
+		rest := t.pending[len(t.marker):]
+		nl := bytes.IndexByte(rest, '\n')
 		if nl < 0 {
 			return len(b), nil
 		}
-		n, err := strconv.ParseUint(string(rest[:nl]), 10, 32)
-		if err != nil {
-			return len(b), fmt.Errorf("container init: status %q: %w", rest[:nl], err)
+		if !t.noStatus {
+			n, err := strconv.ParseUint(string(rest[:nl]), 10, 32)
+			if err != nil {
+				return len(b), fmt.Errorf("container init: status %q: %w", rest[:nl], err)
+			}
+			t.status = syscall.WaitStatus(n)
 		}
-		t.status, t.done = syscall.WaitStatus(n), true
-		return len(b), errHeld
+		t.done, t.pending = true, nil
+		if t.ends != nil {
+			*t.ends++
+		}
+		return len(b), t.held()
 	}
 	keep := 0
 	for k := min(len(t.pending), len(t.marker)-1); k > 0; k-- {
@@ -109,6 +120,14 @@ func (t *trailerWriter) Write(b []byte) (int, error) {
 	}
 	t.pending = append(t.pending[:0], t.pending[len(t.pending)-keep:]...)
 	return len(b), nil
+}
+
+// held is errHeld once every stream read together has seen its trailer.
+func (t *trailerWriter) held() error {
+	if t.ends == nil || *t.ends == 2 {
+		return errHeld
+	}
+	return nil
 }
 
 // flush passes on what was held back, when the output ended without the marker.

@@ -41,8 +41,9 @@ const (
 // sends, and ends the container (every process of it) when its own stdin reaches EOF: the daemon
 // closes it when the worker's attach connection closes, which the kernel does when the worker
 // dies in any way. When the program ends it kills every other process, writes the hold frame's
-// marker and the program's wait status on stdout, and waits for that EOF; SIGUSR1 ends the
-// program early. Started with collectArg, it is the collector of [containerSandbox.ReadFiles].
+// marker on stderr, then the marker and the program's wait status on stdout, and waits for that
+// EOF; SIGUSR1 ends the program early. Started with collectArg, it is the collector of
+// [containerSandbox.ReadFiles].
 func Init() {
 	if len(os.Args) < 2 || os.Args[0] != initPath {
 		return
@@ -75,8 +76,9 @@ func runInit(argv []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{r.Fd(), 1, uintptr(progErr)}})
-	unix.Close(progErr)
+	// The init keeps its copy of the container's stderr only to end it with the marker.
+	errOut := os.NewFile(uintptr(progErr), "stderr")
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{r.Fd(), 1, errOut.Fd()}})
 	if err != nil {
 		return 127, fmt.Errorf("exec %s: %w", argv[0], err)
 	}
@@ -112,6 +114,9 @@ func runInit(argv []string) (int, error) {
 		// ends the output. The container stays, and /workspace with it, until the worker's
 		// attach closes (relayStdin exits) or it is removed.
 		sandbox.ReapAll()
+		if _, err := fmt.Fprintf(errOut, "%s\n", m); err != nil {
+			return 1, err
+		}
 		if _, err := fmt.Fprintf(os.Stdout, "%s%d\n", m, uint32(ws)); err != nil {
 			return 1, err
 		}

@@ -40,3 +40,25 @@ func TestTrailerWriter(t *testing.T) {
 		})
 	}
 }
+
+// The attach stream's two trailers end it together: stderr output that the daemon forwards after
+// stdout's marker still reaches the job, and the demultiplexing ends only at the second marker.
+func TestTrailersOfBothStreams(t *testing.T) {
+	marker := newMarker()
+	var out, errb bytes.Buffer
+	var ends int
+	stdout := &trailerWriter{next: &out, marker: marker, ends: &ends}
+	stderr := &trailerWriter{next: &errb, marker: marker, noStatus: true, ends: &ends}
+	if _, err := stdout.Write(append(append([]byte("o\n"), marker...), "256\n"...)); err != nil {
+		t.Fatalf("stdout's trailer alone: err %v, want nil (stderr has not ended)", err)
+	}
+	if _, err := stderr.Write([]byte("e\n")); err != nil {
+		t.Fatalf("stderr after stdout's trailer: err %v", err)
+	}
+	if _, err := stderr.Write(append(append([]byte{}, marker...), '\n')); err != errHeld {
+		t.Fatalf("stderr's trailer: err %v, want errHeld", err)
+	}
+	if out.String() != "o\n" || errb.String() != "e\n" || stdout.status != syscall.WaitStatus(256) {
+		t.Errorf("stdout %q, stderr %q, status %v; want o, e, 256", out.String(), errb.String(), stdout.status)
+	}
+}
