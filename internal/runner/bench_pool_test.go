@@ -237,7 +237,7 @@ func BenchmarkFleetNamespace(b *testing.B) {
 //	flock /work/wt/heavy.lock go test -run '^$' -bench FleetDocker -benchtime 40x ./internal/runner/
 func BenchmarkFleetDocker(b *testing.B) {
 	ctx := b.Context()
-	p, err := docker.New(ctx, docker.Options{Fleet: "runfleet-test", Worker: "bench"})
+	p, err := docker.New(ctx, docker.Options{Fleet: "runfleet-test-bench", Worker: "bench"})
 	if err != nil {
 		testenv.Missing(b, "docker daemon: %v", err)
 	}
