@@ -4,9 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -54,13 +58,14 @@ func testArtifacts(t *testing.T, useDocker bool) {
 		if !slices.Equal(paths, wantPaths) {
 			t.Errorf("artifacts = %q, want %q", paths, wantPaths)
 		}
-		// Nothing but what the settlement lists is in the bucket.
-		list, _ := store.List(t.Context())
-		for _, o := range list {
-			if len(o.Name) > len(st.JobID) && o.Name[:len(st.JobID)+1] == st.JobID+"/" && !slices.ContainsFunc(st.Artifacts, func(a job.Artifact) bool { return a.Object == o.Name }) {
-				t.Errorf("bucket holds %s, which the settlement does not list", o.Name)
-			}
-		}
+		// Nothing but what the settlement lists stays in the bucket: the attempt's manifest, which
+		// names what it stores in case a takeover must sweep, goes once the settlement is stored.
+		testenv.WaitFor(t, 30*time.Second, "the bucket holding only what settlement "+st.JobID+" lists", func() bool {
+			list, _ := store.List(t.Context())
+			return !slices.ContainsFunc(list, func(o *jetstream.ObjectInfo) bool {
+				return strings.HasPrefix(o.Name, st.JobID+"/") && !slices.ContainsFunc(st.Artifacts, func(a job.Artifact) bool { return a.Object == o.Name })
+			})
+		})
 	}
 	t.Run("matched regular files only", func(t *testing.T) {
 		r := f.run(job.Request{Language: "python3", Code: artifactsCode, Outputs: []string{"out/**", "*.csv"}})
