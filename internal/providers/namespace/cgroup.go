@@ -62,7 +62,9 @@ func killAll(procs string) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		b, err := os.ReadFile(procs)
-		if errors.Is(err, os.ErrNotExist) {
+		// ENODEV: the cgroup was removed while it was read, by another worker of this host
+		// reaping the same dead worker's sandboxes.
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV) {
 			return nil
 		}
 		if err != nil {

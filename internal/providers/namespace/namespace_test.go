@@ -3,9 +3,12 @@ package namespace_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 
@@ -286,4 +289,59 @@ func TestMachineryOutOfStderr(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestWorkersReapTogether: workers of one host that start at once reap the same dead worker's
+// cgroups side by side; a cgroup another one removed while this one read it is gone, not an
+// error that stops the worker from starting.
+func TestWorkersReapTogether(t *testing.T) {
+	cg := "runfleet-test-reapers"
+	live := newProvider(t, cg)
+	var parents []string
+	for _, dir := range sandboxCgroups(cg, "") {
+		if strings.HasPrefix(filepath.Base(dir), fmt.Sprintf("p%d-", os.Getpid())) {
+			parents = append(parents, filepath.Dir(dir))
+		}
+	}
+	if len(parents) == 0 {
+		t.Fatalf("no instance cgroup of this process under %s", cg)
+	}
+	if err := live.Close(); err != nil {
+		t.Fatal(err)
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, parent := range parents {
+		for i := range 100 {
+			if err := os.MkdirAll(filepath.Join(parent, fmt.Sprintf("p%d-1", dead.Process.Pid), fmt.Sprintf("ns-%d", i)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Go(func() {
+			p, err := namespace.New(namespace.Options{CgroupName: cg, StateDir: t.TempDir(), UIDBase: testUIDBase,
+				UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids")})
+			if err == nil {
+				err = p.Close()
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a worker starting beside others: %v", err)
+		}
+	}
+	for _, parent := range parents {
+		if left, _ := filepath.Glob(filepath.Join(parent, fmt.Sprintf("p%d-1", dead.Process.Pid))); len(left) > 0 {
+			t.Errorf("the dead worker's cgroups are left: %v", left)
+		}
+	}
 }
