@@ -67,23 +67,6 @@ func newBucket(t testing.TB) (*testenv.NATS, jetstream.ObjectStore, job.Subjects
 	return n, store, s
 }
 
-func objects(t *testing.T, store jetstream.ObjectStore) []string {
-	t.Helper()
-	list, err := store.List(t.Context())
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, o := range list {
-		names = append(names, o.Name)
-	}
-	slices.Sort(names)
-	return names
-}
-
 func always() bool { return true }
 
 // A takeover that settles unknown lists nothing and sweeps what the stale attempt stored; the
@@ -107,7 +90,7 @@ func TestSweepAfterTakeover(t *testing.T) {
 	if err := artifact.Forget(t.Context(), store, "j1", 2); err != nil {
 		t.Fatalf("Forget() error = %v", err)
 	}
-	if got, want := objects(t, store), []string{"j2/1", "j2/1/out/a.png"}; !slices.Equal(got, want) {
+	if got, want := testenv.ObjectNames(t, store), []string{"j2/1", "j2/1/out/a.png"}; !slices.Equal(got, want) {
 		t.Errorf("objects = %q, want %q", got, want)
 	}
 }
@@ -125,7 +108,7 @@ func TestSweepKeepsListed(t *testing.T) {
 	if err := artifact.Sweep(t.Context(), store, "j", 3, keep); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := objects(t, store), []string{"j/3", "j/3/a.csv"}; !slices.Equal(got, want) {
+	if got, want := testenv.ObjectNames(t, store), []string{"j/3", "j/3/a.csv"}; !slices.Equal(got, want) {
 		t.Errorf("objects = %q, want %q (the manifest stays until Forget)", got, want)
 	}
 }
@@ -140,7 +123,7 @@ func TestCollectStopsWhenLeaseLost(t *testing.T) {
 	if !errors.Is(err, artifact.ErrLeaseLost) || len(res.Artifacts) != 1 || !res.Truncated {
 		t.Errorf("Collect() = %+v, %v; want 1 artifact, truncated, ErrLeaseLost", res, err)
 	}
-	if got, want := objects(t, store), []string{"j/1", "j/1/1.txt"}; !slices.Equal(got, want) {
+	if got, want := testenv.ObjectNames(t, store), []string{"j/1", "j/1/1.txt"}; !slices.Equal(got, want) {
 		t.Errorf("objects = %q, want %q", got, want)
 	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -253,17 +252,10 @@ func (f *fleet) artifactObjects(id string) []string {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	list, err := store.List(f.t.Context())
-	if errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return nil
-	}
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	var names []string
-	for _, o := range list {
-		if strings.HasPrefix(o.Name, id+"/") {
-			names = append(names, o.Name)
+	for _, name := range testenv.ObjectNames(f.t, store) {
+		if strings.HasPrefix(name, id+"/") {
+			names = append(names, name)
 		}
 	}
 	return names

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
@@ -61,9 +59,8 @@ func testArtifacts(t *testing.T, useDocker bool) {
 		// Nothing but what the settlement lists stays in the bucket: the attempt's manifest, which
 		// names what it stores in case a takeover must sweep, goes once the settlement is stored.
 		testenv.WaitFor(t, 30*time.Second, "the bucket holding only what settlement "+st.JobID+" lists", func() bool {
-			list, _ := store.List(t.Context())
-			return !slices.ContainsFunc(list, func(o *jetstream.ObjectInfo) bool {
-				return strings.HasPrefix(o.Name, st.JobID+"/") && !slices.ContainsFunc(st.Artifacts, func(a job.Artifact) bool { return a.Object == o.Name })
+			return !slices.ContainsFunc(testenv.ObjectNames(t, store), func(name string) bool {
+				return strings.HasPrefix(name, st.JobID+"/") && !slices.ContainsFunc(st.Artifacts, func(a job.Artifact) bool { return a.Object == name })
 			})
 		})
 	}
