@@ -126,17 +126,10 @@ func TestServesAndShutsDown(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		waited <- answer{code: resp.StatusCode, body: string(b)}
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.WaitFor(t, 30*time.Second, "the request waiting (runfleet_gateway_waiting 1)", func() bool {
 		_, m := get("/metrics")
-		if strings.Contains(m, "runfleet_gateway_waiting 1") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the request is not waiting after 30s:\n%s", m)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return strings.Contains(m, "runfleet_gateway_waiting 1")
+	})
 	stop()
 	a := <-waited
 	if a.err != nil || a.code != http.StatusAccepted || !strings.Contains(a.body, `"job_id":"held"`) {
