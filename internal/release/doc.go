@@ -7,8 +7,9 @@
 // .../internal, .../cmd and .../deploy are released in lockstep: one version for all four, tagged
 // vX.Y.Z, internal/vX.Y.Z, cmd/vX.Y.Z and deploy/vX.Y.Z on one commit. Each go.mod requires the
 // siblings it uses at that version and has no replace directive: `go install pkg@version` refuses a
-// module with one. go.work ties the four directories for development, so a requirement of a
-// version not tagged yet never reaches the module proxy inside the repository.
+// module with one. go.work ties the four directories for development, and replaces each required
+// sibling at that version with its directory: the go command reads the go.mod of every version a
+// module requires, a workspace module's too, and no proxy serves a version before it is published.
 //
 // # Hashes, root first
 //

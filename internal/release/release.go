@@ -99,12 +99,13 @@ func SetVersion(root, version string) error {
 		return err
 	}
 	sums := make(map[string][2]string) // module path → zip hash, go.mod hash
+	required := make(map[string]bool)  // by a sibling
 	for _, m := range Modules {
 		f, err := readGoMod(root, m)
 		if err != nil {
 			return err
 		}
-		var required []string
+		var requires []string
 		for _, r := range f.Require {
 			if !isSibling(r.Mod.Path) {
 				continue
@@ -112,7 +113,8 @@ func SetVersion(root, version string) error {
 			if _, ok := sums[r.Mod.Path]; !ok {
 				return fmt.Errorf("%s requires %s, which Modules lists after it", m.Path, r.Mod.Path)
 			}
-			required = append(required, r.Mod.Path)
+			requires = append(requires, r.Mod.Path)
+			required[r.Mod.Path] = true
 			if err := f.AddRequire(r.Mod.Path, version); err != nil {
 				return fmt.Errorf("%s: %w", m.Path, err)
 			}
@@ -132,7 +134,7 @@ func SetVersion(root, version string) error {
 		if err := os.WriteFile(filepath.Join(root, m.Dir, "go.mod"), mod, 0o644); err != nil {
 			return err
 		}
-		if err := writeGoSum(filepath.Join(root, m.Dir, "go.sum"), version, required, sums); err != nil {
+		if err := writeGoSum(filepath.Join(root, m.Dir, "go.sum"), version, requires, sums); err != nil {
 			return fmt.Errorf("%s: %w", m.Path, err)
 		}
 		zipSum, modSum, err := hashModule(root, files, m, version)
@@ -141,7 +143,38 @@ func SetVersion(root, version string) error {
 		}
 		sums[m.Path] = [2]string{zipSum, modSum}
 	}
-	return nil
+	return setWorkReplace(root, version, required)
+}
+
+// setWorkReplace points go.work's replace directives for the siblings required at version at
+// their directories: the go command reads the go.mod of every version a module requires, a
+// workspace module's included, and only a proxy would serve a version before it is published.
+func setWorkReplace(root, version string, required map[string]bool) error {
+	name := filepath.Join(root, "go.work")
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return err
+	}
+	f, err := modfile.ParseWork(name, data, nil)
+	if err != nil {
+		return err
+	}
+	for _, r := range slices.Clone(f.Replace) {
+		if isSibling(r.Old.Path) {
+			if err := f.DropReplace(r.Old.Path, r.Old.Version); err != nil {
+				return fmt.Errorf("go.work: %w", err)
+			}
+		}
+	}
+	for _, m := range Modules {
+		if required[m.Path] {
+			if err := f.AddReplace(m.Path, version, "./"+m.Dir, ""); err != nil {
+				return fmt.Errorf("go.work: %w", err)
+			}
+		}
+	}
+	f.Cleanup()
+	return os.WriteFile(name, modfile.Format(f.Syntax), 0o644)
 }
 
 // WriteProxy writes a file-based module proxy (GOPROXY=file://dir) holding the modules under root
@@ -352,7 +385,7 @@ func GoEnv(ctx context.Context, proxyDir, modCache string) ([]string, error) {
 	}
 	set := map[string]string{
 		"GOWORK":      "off",
-		"GOFLAGS":     "-mod=mod -modcacherw",
+		"GOFLAGS":     "-mod=mod -modcacherw -trimpath",
 		"GOPROXY":     strings.Join(proxies, ","),
 		"GOMODCACHE":  modCache,
 		"GONOSUMDB":   Root,

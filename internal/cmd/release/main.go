@@ -35,11 +35,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("release", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	tag := fs.Bool("tag", true, "tag the release commit (false: commit only, to tag later)")
+	proxy := fs.String("proxy", "", "only write a module proxy of the tree, at the version its go.mod files name, to `DIR`")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *proxy != "" && fs.NArg() == 0 {
+		return writeProxy(*proxy, stdout)
+	}
 	if fs.NArg() != 1 {
-		return errors.New("usage: release [--tag=false] vX.Y.Z")
+		return errors.New("usage: release [--tag=false] vX.Y.Z | release --proxy DIR")
 	}
 	version := fs.Arg(0)
 	if err := release.CheckVersion(version); err != nil {
@@ -62,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := check(ctx, version, stderr); err != nil {
 		return errors.Join(err, restore(ctx))
 	}
-	var files []string
+	files := []string{"go.work"}
 	for _, m := range release.Modules {
 		files = append(files, filepath.Join(m.Dir, "go.mod"), filepath.Join(m.Dir, "go.sum"))
 	}
@@ -89,6 +93,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// writeProxy writes a module proxy of the tree to dir and says how to install from it.
+func writeProxy(dir string, stdout io.Writer) error {
+	version, err := release.Version(".")
+	if err != nil {
+		return err
+	}
+	if dir, err = filepath.Abs(dir); err != nil {
+		return err
+	}
+	if err := release.WriteProxy(".", dir, version); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "GOPROXY=file://%s,$(go env GOPROXY) GONOSUMDB=%s go install %s/cmd/worker@%s\n",
+		dir, release.Root, release.Root, version)
+	return nil
+}
+
 // check vets every package of each nested module, tests included, as the main module outside the
 // workspace with its siblings from a module proxy of the tree: the go command then checks each
 // sibling's zip against the go.sum that SetVersion wrote.
@@ -107,7 +128,7 @@ func check(ctx context.Context, version string, stderr io.Writer) error {
 		return err
 	}
 	// The go.sum files are complete: nothing may be added to them.
-	env = append(env, "GOFLAGS=-mod=readonly -modcacherw")
+	env = append(env, "GOFLAGS=-mod=readonly -modcacherw -trimpath")
 	for _, m := range release.Modules[1:] {
 		fmt.Fprintf(stderr, "release: go vet ./... in %s, outside the workspace\n", m.Dir)
 		cmd := exec.CommandContext(ctx, "go", "vet", "./...")
@@ -120,7 +141,7 @@ func check(ctx context.Context, version string, stderr io.Writer) error {
 	return nil
 }
 
-// restore puts back the go.mod and go.sum files a failed release rewrote (the tree was clean).
+// restore puts back the files a failed release rewrote (the tree was clean).
 func restore(ctx context.Context) error {
 	_, err := git(ctx, "checkout", "--", ".")
 	return err
