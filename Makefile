@@ -65,5 +65,10 @@ stress: ## the suite three times in a row beside stress-ng --cpu 2 (a loaded 2-c
 chaos: deps build ## 3 workers, 500 jobs, a worker killed every few seconds; prints lost/duplicate counts
 	RUNFLEET_CHAOS_JOBS=500 $(GO) test -count=1 -run TestChaos -v -timeout 30m ./internal/e2e/
 
+.PHONY: release
+release: ## VERSION=vX.Y.Z: the four modules require each other at VERSION; commit, tag vX.Y.Z, cmd/, internal/, deploy/
+	@test "$(origin VERSION)" = "command line" || { echo 'usage: make release VERSION=vX.Y.Z'; exit 2; }
+	$(GO) run ./internal/cmd/release $(VERSION)
+
 clean: ## remove build output (keeps var/rootfs)
 	rm -rf bin
