@@ -89,7 +89,7 @@ func submitEnv(t *testing.T, env map[string]string, stdin string, args ...string
 }
 
 // TestPerJobFlagsReadNoEnvironment: a worker's RUNFLEET_ID, RUNFLEET_CODE or RUNFLEET_CONCURRENCY
-// in submit's environment must not shape a job (CLI.md); the connection flags still read theirs.
+// in submit's environment must not shape a job (docs/cli.md); the connection flags still read theirs.
 func TestPerJobFlagsReadNoEnvironment(t *testing.T) {
 	env := map[string]string{"RUNFLEET_ID": "worker-1", "RUNFLEET_CODE": "print('leaked')", "RUNFLEET_LANG": "nodejs",
 		"RUNFLEET_TIMEOUT": "bogus", "RUNFLEET_CONCURRENCY": "0"}
