@@ -262,3 +262,44 @@ func TestDocPaths(t *testing.T) {
 		}
 	}
 }
+
+// TestMainNeverPassesVacuously: no TestMain of the repository exits 0 without running the tests
+// (`return 0` or `os.Exit(0)`), which makes `go test` say ok having run none. A TestMain that
+// lacks a part lets the tests that need it skip by name (Missing), or fails in CI.
+func TestMainNeverPassesVacuously(t *testing.T) {
+	root := repoRoot(t)
+	fset := token.NewFileSet()
+	for _, path := range repoFiles(t, root, "_test.go") {
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Name.Name != "TestMain" || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				var zero ast.Expr
+				switch n := n.(type) {
+				case *ast.ReturnStmt:
+					if len(n.Results) == 1 {
+						zero = n.Results[0]
+					}
+				case *ast.CallExpr:
+					if sel, ok := n.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Exit" && len(n.Args) == 1 {
+						if pkg, ok := sel.X.(*ast.Ident); ok && pkg.Name == "os" {
+							zero = n.Args[0]
+						}
+					}
+				}
+				if lit, ok := zero.(*ast.BasicLit); ok && lit.Value == "0" {
+					pos := fset.Position(n.Pos())
+					rel, _ := filepath.Rel(root, pos.Filename)
+					t.Errorf("%s:%d: TestMain exits 0 without running the tests", rel, pos.Line)
+				}
+				return true
+			})
+		}
+	}
+}
