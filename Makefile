@@ -21,7 +21,7 @@ build: ## write bin/worker, bin/submit and bin/gateway
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/gateway ./cmd/gateway
 
 demo: deps-demo build ## run real python3 and nodejs jobs on `worker --dev` (no outside service), then one through `gateway` with curl
-	scripts/demo
+	RUNFLEET_ROOTFS=$(ROOTFS) scripts/demo
 
 deps-demo: ## install what the demo needs when missing (redis-server, python3 with numpy, pandas and matplotlib, nodejs, curl)
 	scripts/setup demo

@@ -34,8 +34,11 @@ func repoRoot(t *testing.T) string {
 	}
 }
 
-// repoFiles lists the repository's files whose names end in ext, skipping build output (bin/,
-// var/, out/) and hidden directories.
+// buildOutput are the top-level directories builds and demos write (.gitignore).
+var buildOutput = []string{"bin", "var", "out"}
+
+// repoFiles lists the repository's files whose names end in ext, skipping build output and
+// hidden directories.
 func repoFiles(t *testing.T, root, ext string) []string {
 	t.Helper()
 	var files []string
@@ -45,7 +48,7 @@ func repoFiles(t *testing.T, root, ext string) []string {
 		}
 		if d.IsDir() {
 			rel, _ := filepath.Rel(root, path)
-			if rel != "." && (strings.HasPrefix(d.Name(), ".") || slices.Contains([]string{"bin", "var", "out"}, rel)) {
+			if rel != "." && (strings.HasPrefix(d.Name(), ".") || slices.Contains(buildOutput, rel)) {
 				return filepath.SkipDir
 			}
 			return nil
@@ -169,7 +172,7 @@ var notFiles = map[string]bool{"nats.go": true}
 
 // citedFiles returns the repository paths text cites: words ending in a file extension, and
 // words with a slash whose first element is a top-level entry of the repository (scripts/setup,
-// internal/lease/). Build output (var/) and import paths (a domain first) are not citations.
+// internal/lease/). Build output (var/rootfs) and import paths (a domain first) are not citations.
 func citedFiles(text string, top map[string]bool) []string {
 	var cited []string
 	for _, w := range word.FindAllString(text, -1) {
@@ -182,7 +185,7 @@ func citedFiles(text string, top map[string]bool) []string {
 		if nested && strings.Contains(first, ".") && !fileExt.MatchString(first) {
 			continue // an import path or URL host
 		}
-		if first == "var" {
+		if slices.Contains(buildOutput, first) {
 			continue
 		}
 		if fileExt.MatchString(w) || (nested && top[first]) {
