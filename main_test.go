@@ -23,7 +23,7 @@ import (
 // the client pulls in only nats.go: the fleet is started as a program, not linked.
 //
 // Without a fleet, CI fails; elsewhere each test skips by name through dial, and the examples,
-// which cannot skip, are left out and named on standard error.
+// which cannot skip, are left out and listed as skipped in the output.
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
 		url, stop, err := startDevWorker()
