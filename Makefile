@@ -21,12 +21,12 @@ build: ## write bin/worker, bin/submit and bin/gateway
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/gateway ./cmd/gateway
 
 demo: deps-demo build ## run real python3 and nodejs jobs on `worker --dev` (no outside service), then one through `gateway` with curl
-	scripts/demo
+	RUNFLEET_ROOTFS=$(ROOTFS) scripts/demo
 
-deps-demo: ## install what the demo needs when missing (redis-server, python3, nodejs)
+deps-demo: ## install what the demo needs when missing (redis-server, python3 with numpy, pandas and matplotlib, nodejs, curl)
 	scripts/setup demo
 
-deps: ## install what the suite needs when missing, start dockerd, build the offline sandbox image
+deps: ## install what the suite needs when missing (scripts/programs), start dockerd, build the offline sandbox image
 	scripts/setup test
 
 image: ## build the sandbox root fs (debootstrap) and import it as $(IMAGE), offline
@@ -57,8 +57,7 @@ fuzz: ## the request decoder's fuzz target, briefly
 
 test: deps lint build unit bench fuzz deploy-test ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz, the deployment
 
-stress: ## the suite three times in a row beside stress-ng --cpu 2 (a loaded 2-core machine), with each run's time
-	@command -v stress-ng >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq stress-ng >/dev/null
+stress: deps ## the suite three times in a row beside stress-ng --cpu 2 (a loaded 2-core machine), with each run's time
 	@stress-ng --cpu 2 --timeout 90m --quiet & pid=$$!; trap "kill $$pid" EXIT; \
 	for i in 1 2 3; do start=$$(date +%s); $(GO) test -race -count=1 -timeout 30m $(PKGS) || exit 1; echo "stress run $$i: $$(( $$(date +%s) - start )) s"; done
 

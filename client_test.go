@@ -17,6 +17,7 @@ import (
 
 func dial(t testing.TB) *nats.Conn {
 	t.Helper()
+	needFleet(t)
 	nc, err := nats.Connect(os.Getenv("NATS_URL"))
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 )
 
 // StreamOptions are the settings of the streams a fleet creates when they are missing. Zero fields
-// take the defaults of PROTOCOL.md.
+// take the defaults of docs/protocol.md.
 type StreamOptions struct {
 	Duplicates    time.Duration // dedup window of the jobs stream; default 2 min
 	ResultsMaxAge time.Duration // default 24 h

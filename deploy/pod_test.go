@@ -141,8 +141,8 @@ func dockerRunArgs(t *testing.T, pod corev1.PodSpec, c corev1.Container, name, n
 var varRef = regexp.MustCompile(`\$\([A-Za-z_][A-Za-z0-9_]*\)`)
 
 // TestPodShapedWorker runs the worker container of kubernetes/worker.yaml with `docker run` as
-// the manifest declares it, next to the 3-node NATS cluster of nats.yaml and the Redis of
-// redis.yaml, each container on the names the manifests use, and serves python3 and nodejs jobs.
+// the manifest declares it, next to the 3-node NATS cluster of kubernetes/nats.yaml and the Redis
+// of kubernetes/redis.yaml, each container on the names the manifests use, and serves python3 and nodejs jobs.
 func TestPodShapedWorker(t *testing.T) {
 	needDocker(t)
 	tag := fmt.Sprintf("rfdeploypod%d", os.Getpid())

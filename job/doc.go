@@ -1,4 +1,4 @@
-// Package job holds the wire types of the runfleet protocol (PROTOCOL.md, version 1): the job
+// Package job holds the wire types of the runfleet protocol (docs/protocol.md, version 1): the job
 // request a service publishes, the headers of an output page, the settlement every job ends with,
 // and the names of the subjects and streams that carry them.
 //

@@ -26,7 +26,7 @@ type Limits struct {
 	ArtifactFiles int64 // artifact_files
 }
 
-// wireLimits is Limits as PROTOCOL.md writes it; a nil field is a missing key.
+// wireLimits is Limits as docs/protocol.md writes it; a nil field is a missing key.
 type wireLimits struct {
 	TimeoutMS     *int64 `json:"timeout_ms,omitempty"`
 	OutputBytes   *int64 `json:"output_bytes,omitempty"`

@@ -8,7 +8,7 @@ import (
 )
 
 // TestNamePatternsMatchTheirRegexps: each hand-written pattern accepts exactly what its regular
-// expression (the one PROTOCOL.md states) accepts, over edge cases and random strings.
+// expression (the one docs/protocol.md states) accepts, over edge cases and random strings.
 func TestNamePatternsMatchTheirRegexps(t *testing.T) {
 	alphabet := "aAzZ09_-.:/ \n\x00\xff"
 	edge := []string{"", "a", "a\n", "A", "_", "-", "a-", "-a", "a.b", "ä", strings.Repeat("a", 31), strings.Repeat("a", 32),

@@ -9,7 +9,7 @@ import (
 // Status is how a job ended.
 type Status string
 
-// The statuses of PROTOCOL.md.
+// The statuses of docs/protocol.md.
 const (
 	StatusSucceeded Status = "succeeded"
 	StatusFailed    Status = "failed"

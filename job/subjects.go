@@ -18,7 +18,7 @@ var (
 	idPattern     = namePattern{re: `^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`, first: classOf("A-Za-z0-9"), rest: classOf("A-Za-z0-9_-"), max: 128}
 )
 
-// Errors of names that do not match PROTOCOL.md's patterns; callers wrap them with the name.
+// Errors of names that do not match docs/protocol.md's patterns; callers wrap them with the name.
 var (
 	ErrInvalidID     = errors.New("not a valid job id (" + idPattern.String() + ")")
 	ErrInvalidQueue  = errors.New("not a valid queue name (" + queuePattern.String() + ")")

@@ -72,7 +72,7 @@ type options struct {
 	noWait, json                                                 bool
 }
 
-// connectionFlags are the flags that also read RUNFLEET_* (CLI.md); the per-job flags read none.
+// connectionFlags are the flags that also read RUNFLEET_* (docs/cli.md); the per-job flags read none.
 var connectionFlags = slices.Concat(cli.NATSFlags, []string{"prefix", "queue", "stream-replicas"})
 
 func commonFlags(fs *flag.FlagSet, o *options) {

@@ -18,7 +18,7 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
-// dify-sandbox's API (github.com/langgenius/dify-sandbox, internal/controller): every answer is
+// dify-sandbox's API (github.com/langgenius/dify-sandbox/internal/controller): every answer is
 // {"code","message","data"}; code 0 and message "success" when the request was served, a negative
 // code and the reason in message (data null) when not. A body it cannot bind is HTTP 200 with code
 // -400, an unsupported language HTTP 400 with code -400; Dify reads a non-200 status, a non-zero

@@ -1,4 +1,4 @@
-// Package gateway serves runfleet's HTTP API (PROTOCOL.md "HTTP gateway"): the native routes
+// Package gateway serves runfleet's HTTP API (docs/protocol.md "HTTP gateway"): the native routes
 // under /v1/jobs, server-sent events of a job's pages, and dify-sandbox's routes under
 // /v1/sandbox, so that services that do not speak NATS can use a fleet.
 //

@@ -223,7 +223,7 @@ func lookupFailure(id string, err error) errorBody {
 	return errorBody{Reason: "not_found", Detail: "the fleet holds no job " + id}
 }
 
-// artifactEntry is one file of a settlement's "artifacts" list (PROTOCOL.md, Artifacts).
+// artifactEntry is one file of a settlement's "artifacts" list (docs/protocol.md, Artifacts).
 // artifact streams a file the settlement lists, from the fleet's object store bucket.
 func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
