@@ -375,6 +375,7 @@ func (s *nsSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
 	default:
 	}
+	s.cg.mark()
 	if cgroupLimits(job.Limits) == cgroupLimits(s.shape.Limits) {
 		return nil // the job's limits are those the sandbox waits under (the defaults)
 	}
