@@ -375,6 +375,11 @@ func (s *nsSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
 	default:
 	}
+	// The supervisor writes nothing more before the program ends: a report waiting (or the
+	// pipe's end) means the interpreter died while it waited.
+	if s.statusWaiting() {
+		return fmt.Errorf("assign %s: program ended: %w", s.id, sandbox.ErrEnded)
+	}
 	s.cg.mark()
 	if cgroupLimits(job.Limits) == cgroupLimits(s.shape.Limits) {
 		return nil // the job's limits are those the sandbox waits under (the defaults)
@@ -383,6 +388,24 @@ func (s *nsSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 		return fmt.Errorf("assign %s: %w", s.id, err)
 	}
 	return nil
+}
+
+// statusWaiting says whether the status pipe can be read without waiting.
+func (s *nsSandbox) statusWaiting() bool {
+	if s.status.Buffered() > 0 {
+		return true
+	}
+	rc, err := s.statusFile.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ready := false
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		ready = err == nil && n > 0 && fds[0].Revents != 0
+	})
+	return ready
 }
 
 func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (sandbox.Exit, error) {
