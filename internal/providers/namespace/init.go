@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -59,11 +60,10 @@ func Init() {
 	// Capabilities and the bounding set are a thread's, not the process's: the thread that drops
 	// them (prepare) is the one that forks the program, so the program inherits what it dropped.
 	runtime.LockOSThread()
+	// Nothing the supervisor holds reaches the program: its files 3-6, and whatever else the
+	// worker was started with and passed on unknowingly.
+	closeOnExecFrom(3)
 	status := os.NewFile(fdStatus, "status")
-	syscall.CloseOnExec(fdStatus)
-	for _, fd := range []int{fdLifeline, fdUIDLock} {
-		syscall.CloseOnExec(fd)
-	}
 	lifeline := os.NewFile(fdLifeline, "lifeline")
 	go func() {
 		_, _ = io.Copy(io.Discard, lifeline)
@@ -189,6 +189,20 @@ func bindRO(source, target string) error {
 		return err
 	}
 	return mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+}
+
+// closeOnExecFrom marks every descriptor from fd on close-on-exec.
+func closeOnExecFrom(fd uint) {
+	if unix.CloseRange(fd, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	// Before Linux 5.11: one by one.
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n >= int(fd) {
+			syscall.CloseOnExec(n)
+		}
+	}
 }
 
 // skipped are top-level directories of a root file system that a sandbox gets fresh or never.

@@ -80,6 +80,9 @@ func New(o Options) (*Provider, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("namespace provider needs root (to make cgroups and switch to sandbox uids): %w", sandbox.ErrUnsupported)
 	}
+	// A descriptor the worker was started with (a shell's redirection, a process manager's
+	// socket or tty) would pass to every supervisor, and from it to the program.
+	closeOnExecFrom(3)
 	filter, err := filterProgram()
 	if err != nil {
 		return nil, err
