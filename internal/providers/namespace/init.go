@@ -67,6 +67,10 @@ func Init() {
 	lifeline := os.NewFile(fdLifeline, "lifeline")
 	go func() {
 		_, _ = io.Copy(io.Discard, lifeline)
+		// The worker is gone. The uid lock (fdUIDLock) is released when this process exits,
+		// before the kernel would kill the rest of the namespace: so end every process first.
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		sandbox.ReapAll()
 		os.Exit(137)
 	}()
 	// SIGUSR1 from the worker ends the program (a timeout, a kill) but keeps /workspace.

@@ -13,7 +13,10 @@
 //
 // Uids are taken under a lock per uid (flock on a file in UIDLockDir), so worker processes on one
 // host never share one; the supervisor holds the lock too, so a uid is free again only when no
-// process of its sandbox remains. A Destroy that fails is retried by [Provider.Reap].
+// process of its sandbox remains: the worker releases it once the supervisor was reaped (pid 1's
+// exit completes only when its namespace is empty), and a supervisor whose worker died kills and
+// reaps every process of its namespace before it exits. A Destroy that fails is retried by
+// [Provider.Reap].
 package namespace
 
 import (

@@ -31,7 +31,13 @@ const (
 	childUIDs = "uids" // ChildJobs sandboxes, ChildParallel at once, each reporting its uid
 	childExe  = "exe"  // one sandbox reporting what it sees of the child's own executable
 	childFDs  = "fds"  // one sandbox reporting the descriptors its program holds
+	// ChildSleepers runs one sandbox whose program forks ChildSleeperCount sleepers, prints
+	// "uid UID" and sleeps, until the child is killed.
+	ChildSleepers = "sleepers"
 )
+
+// ChildSleeperCount is how many processes the program of a ChildSleepers job forks.
+const ChildSleeperCount = 20
 
 // fdsCode prints the descriptors the program holds (the listing's own is gone when it prints),
 // and what it reads from descriptor 7.
@@ -119,6 +125,14 @@ func runChild(ctx context.Context, kind string, e Env) error {
 			return err
 		}
 		return runIn(sb, fdsCode, os.Stdout)
+	case ChildSleepers:
+		sb, err := create()
+		if err != nil {
+			return err
+		}
+		code := fmt.Sprintf("import os, time\nfor _ in range(%d):\n    if os.fork() == 0:\n        time.sleep(600); os._exit(0)\n"+
+			"print('uid', os.getuid(), flush=True)\ntime.sleep(600)", ChildSleeperCount)
+		return runIn(sb, code, os.Stdout)
 	case childExe:
 		exe, err := os.Readlink("/proc/self/exe")
 		if err != nil {
@@ -240,6 +254,15 @@ func (c *Child) Line(t *testing.T) string {
 		t.Fatal("no output from the child worker in 30s")
 	}
 	return ""
+}
+
+// Kill SIGKILLs the child and waits for it to end.
+func (c *Child) Kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait()
 }
 
 // Wait waits for the child to exit and returns its error.
