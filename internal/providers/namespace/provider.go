@@ -207,8 +207,10 @@ func (p *Provider) releaseUID(uid int) {
 	delete(p.locks, uid)
 }
 
+// cloneFlags are the supervisor's namespaces; it makes its cgroup namespace itself, once it is in
+// the sandbox's cgroup.
 const cloneFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
-	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
+	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
 
 // Create starts a sandbox whose interpreter waits on stdin, under shape's limits until Assign.
 func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.Sandbox, error) {
