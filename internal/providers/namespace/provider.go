@@ -51,6 +51,7 @@ type Options struct {
 	UIDBase     int    // first sandbox uid; default 200000
 	UIDs        int    // distinct uids, so the most sandboxes at once on the host; default 1024
 	UIDLockDir  string // one lock file per uid, shared by every worker of the host; default /run/runfleet/uids
+	EtcDir      string // passwd, group, subuid and subgid, checked against the uid range; default /etc
 	DispatchLog sandbox.DispatchLog
 }
 
@@ -80,12 +81,24 @@ func New(o Options) (*Provider, error) {
 	o.UIDBase = cmp.Or(o.UIDBase, 200000)
 	o.UIDs = cmp.Or(o.UIDs, 1024)
 	o.UIDLockDir = cmp.Or(o.UIDLockDir, "/run/runfleet/uids")
+	o.EtcDir = cmp.Or(o.EtcDir, "/etc")
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("namespace provider needs root (to make cgroups and switch to sandbox uids): %w", sandbox.ErrUnsupported)
 	}
 	// A descriptor the worker was started with (a shell's redirection, a process manager's
 	// socket or tty) would pass to every supervisor, and from it to the program.
 	closeOnExecFrom(3)
+	if err := checkIDRange(o.EtcDir, o.UIDBase, o.UIDs); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{o.StateDir, o.UIDLockDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state dir: %w", err)
+		}
+		if err := checkStateDir(d); err != nil {
+			return nil, fmt.Errorf("state dir: %w", err)
+		}
+	}
 	filter, err := filterProgram()
 	if err != nil {
 		return nil, err
@@ -115,11 +128,6 @@ func New(o Options) (*Provider, error) {
 	}
 	if err := probe.remove(); err != nil {
 		return nil, err
-	}
-	for _, d := range []string{o.StateDir, o.UIDLockDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("state dir: %w", err)
-		}
 	}
 	hide := []string{"/usr/local"}
 	if exe, err := os.Executable(); err == nil {
@@ -181,7 +189,7 @@ func (p *Provider) takeUID() (int, *os.File, error) {
 		if p.locks[uid] != nil {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(p.o.UIDLockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(filepath.Join(p.o.UIDLockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return 0, nil, fmt.Errorf("uid lock: %w", err)
 		}
