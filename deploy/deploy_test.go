@@ -43,7 +43,9 @@ func TestComposeFile(t *testing.T) {
 		t.Errorf("worker does not mount the host's cgroup tree")
 	}
 	// Sandbox uids are unique on the host only if every worker locks them in the host's directory.
-	if !slices.ContainsFunc(w.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Source == "/run/runfleet" && v.Target == "/run/runfleet" }) {
+	if !slices.ContainsFunc(w.Volumes, func(v types.ServiceVolumeConfig) bool {
+		return v.Source == "/run/runfleet" && v.Target == "/run/runfleet"
+	}) {
 		t.Errorf("worker does not share the host's /run/runfleet (uid locks)")
 	}
 	if w.Pid != "host" || !slices.Contains(w.CapAdd, "SYS_ADMIN") {
