@@ -426,15 +426,21 @@ func buildDev(dev string) error {
 	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
 		return err
 	}
-	// Nodes of the sandbox's own, not binds of the host's: a bind would show the host's devtmpfs
-	// in /proc/self/mountinfo.
+	// Nodes of the sandbox's own, not binds of the host's: a bind shows the host's devtmpfs in
+	// /proc/self/mountinfo. Where mknod is refused (a devices cgroup), the host's are bound.
 	for name, minor := range map[string]uint32{"null": 3, "zero": 5, "full": 7, "random": 8, "urandom": 9} {
 		target := filepath.Join(dev, name)
-		if err := unix.Mknod(target, unix.S_IFCHR|0o666, int(unix.Mkdev(1, minor))); err != nil {
-			return fmt.Errorf("mknod %s: %w", target, err)
+		if err := unix.Mknod(target, unix.S_IFCHR|0o666, int(unix.Mkdev(1, minor))); err == nil {
+			// The umask took bits off.
+			if err := os.Chmod(target, 0o666); err != nil {
+				return err
+			}
+			continue
 		}
-		// The umask took bits off.
-		if err := os.Chmod(target, 0o666); err != nil {
+		if err := os.WriteFile(target, nil, 0o666); err != nil {
+			return err
+		}
+		if err := mount("/dev/"+name, target, "", unix.MS_BIND, ""); err != nil {
 			return err
 		}
 	}
