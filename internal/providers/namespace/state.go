@@ -25,14 +25,32 @@ func checkStateDir(dir string) error {
 	if err := rootOwned(dir, fi, false); err != nil {
 		return err
 	}
-	// Each directory above must keep others from renaming dir away: root's, and writable by
-	// others only when sticky (/tmp).
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
+	// Each directory above, as named and as resolved, must keep others from renaming dir away or
+	// pointing the path elsewhere: root's, and writable by others only when sticky (/tmp).
+	real, err := filepath.EvalSymlinks(filepath.Dir(dir))
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{filepath.Dir(dir), real} {
+		if err := rootOwnedPath(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rootOwnedPath checks p and every directory above it; a symbolic link on the way must be root's.
+func rootOwnedPath(p string) error {
+	for ; ; p = filepath.Dir(p) {
+		fi, err := os.Lstat(p)
 		if err != nil {
 			return err
 		}
-		if err := rootOwned(p, fi, true); err != nil {
+		if fi.Mode()&os.ModeSymlink != 0 {
+			if uid := fi.Sys().(*syscall.Stat_t).Uid; uid != 0 {
+				return fmt.Errorf("%s is owned by uid %d, not root", p, uid)
+			}
+		} else if err := rootOwned(p, fi, true); err != nil {
 			return err
 		}
 		if p == "/" {

@@ -32,11 +32,20 @@ func TestStateDirRefused(t *testing.T) {
 	if err := os.Symlink(t.TempDir(), link); err != nil {
 		t.Fatal(err)
 	}
+	// A link another user owns, to root's directory: they may point it elsewhere later.
+	otherLink := filepath.Join(base, "other-link")
+	if err := os.Symlink(t.TempDir(), otherLink); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(otherLink, 1000, 1000); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct{ name, dir, want string }{
 		{"another uid's", other, "owned by uid 1000"},
 		{"writable by all", open, "writable by others"},
 		{"a symlink", link, "symbolic link"},
 		{"under another uid's", filepath.Join(other, "sub"), "owned by uid 1000"},
+		{"through another uid's link", filepath.Join(otherLink, "sub"), "owned by uid 1000"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for _, o := range []namespace.Options{
