@@ -42,6 +42,12 @@ func TestComposeFile(t *testing.T) {
 	if !slices.ContainsFunc(w.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == "/sys/fs/cgroup" }) {
 		t.Errorf("worker does not mount the host's cgroup tree")
 	}
+	// Sandbox uids are unique on the host only if every worker locks them in the host's directory.
+	if !slices.ContainsFunc(w.Volumes, func(v types.ServiceVolumeConfig) bool {
+		return v.Source == "/run/runfleet" && v.Target == "/run/runfleet"
+	}) {
+		t.Errorf("worker does not share the host's /run/runfleet (uid locks)")
+	}
 	if w.Pid != "host" || !slices.Contains(w.CapAdd, "SYS_ADMIN") {
 		t.Errorf("worker pid %q, cap_add %v: want the host's pid namespace and SYS_ADMIN", w.Pid, w.CapAdd)
 	}
@@ -132,6 +138,14 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 		t.Errorf("worker has no resource requests")
+	}
+	// Sandbox uids are unique on the node only if every pod locks them in the node's directory.
+	pod := deployments[0].Spec.Template.Spec
+	i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.HostPath != nil && v.HostPath.Path == "/run/runfleet" })
+	if i < 0 || !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.Name == pod.Volumes[i].Name && m.MountPath == "/run/runfleet"
+	}) {
+		t.Errorf("worker does not mount the node's /run/runfleet (uid locks)")
 	}
 }
 

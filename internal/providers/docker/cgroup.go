@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -16,16 +17,17 @@ import (
 // the container's cgroup when it exits; the parent keeps the hierarchical counters until the
 // provider removes it. The systemd driver takes only slices as parents: nothing is measured there.
 type cgroupLayout struct {
-	root    string // where the host mounts cgroups
-	version string // "1" or "2"
-	base    string // the sandboxes' parents' parent, relative to a hierarchy's root; "" measures nothing
+	root    string    // where the host mounts cgroups
+	version string    // "1" or "2"
+	base    string    // the sandboxes' parents' parent, relative to a hierarchy's root; "" measures nothing
+	meters  *sync.Map // sandbox name → *cgstat.Meter marked when its job was assigned
 }
 
 func newCgroupLayout(root, driver, version, fleet string) cgroupLayout {
 	if driver != "cgroupfs" {
 		return cgroupLayout{}
 	}
-	return cgroupLayout{root: root, version: version, base: fleet + "-docker"}
+	return cgroupLayout{root: root, version: version, base: fleet + "-docker", meters: &sync.Map{}}
 }
 
 func (l cgroupLayout) measures() bool { return l.base != "" }
@@ -50,21 +52,47 @@ func (l cgroupLayout) dirs(name string) []string {
 	return out
 }
 
-// stats reads the sandbox's counters: on v2 cpu.stat and memory.peak, on v1 cpuacct.usage and
-// memory.max_usage_in_bytes.
-func (l cgroupLayout) stats(name string) cgstat.Stats {
-	switch {
-	case !l.measures():
-		return cgstat.Stats{}
-	case l.version == "2":
-		return cgstat.V2(filepath.Join(l.root, l.base, name))
+func (l cgroupLayout) meter(name string) *cgstat.Meter {
+	if l.version == "2" {
+		return cgstat.NewV2(filepath.Join(l.root, l.base, name))
 	}
-	return cgstat.V1(filepath.Join(l.root, "memory", l.base, name), filepath.Join(l.root, "cpuacct", l.base, name))
+	return cgstat.NewV1(filepath.Join(l.root, "memory", l.base, name), filepath.Join(l.root, "cpuacct", l.base, name))
+}
+
+// mark starts the measure of the sandbox's job: what the container used starting and waiting
+// is not the job's (see cgstat.Meter.Mark for where the memory peak cannot restart).
+func (l cgroupLayout) mark(name string) {
+	if !l.measures() {
+		return
+	}
+	m := l.meter(name)
+	m.Mark()
+	if old, loaded := l.meters.Swap(name, m); loaded {
+		_ = old.(*cgstat.Meter).Close()
+	}
+}
+
+// stats reads the sandbox's counters since mark: on v2 cpu.stat and memory.peak, on v1
+// cpuacct.usage and memory.max_usage_in_bytes.
+func (l cgroupLayout) stats(name string) cgstat.Stats {
+	if !l.measures() {
+		return cgstat.Stats{}
+	}
+	if m, ok := l.meters.Load(name); ok {
+		return m.(*cgstat.Meter).Read()
+	}
+	return l.meter(name).Read()
 }
 
 // remove removes the sandbox's parent cgroups; it fails while a container's cgroup is in them.
 func (l cgroupLayout) remove(name string) error {
 	var errs []error
+	if !l.measures() {
+		return nil
+	}
+	if m, ok := l.meters.LoadAndDelete(name); ok {
+		errs = append(errs, m.(*cgstat.Meter).Close())
+	}
 	for _, d := range l.dirs(name) {
 		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))

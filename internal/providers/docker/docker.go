@@ -353,6 +353,7 @@ func (s *containerSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
 	default:
 	}
+	s.p.cg.mark(s.name)
 	// A job with the limits the container waits under (the defaults) spares the daemon a call.
 	if job.Limits.MemoryBytes == s.limits.MemoryBytes && job.Limits.Pids == s.limits.Pids && job.Limits.CPUs == s.limits.CPUs {
 		return nil

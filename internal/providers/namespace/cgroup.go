@@ -36,6 +36,8 @@ type cgroup interface {
 	add(pid int) error
 	// set replaces the limits: a waiting sandbox's by its job's.
 	set(l limits) error
+	// mark starts the measure that stats reports: the job's use, not the waiting sandbox's.
+	mark()
 	stats() cgstat.Stats
 	// kill kills every process in the cgroup and waits until it is empty.
 	kill() error
@@ -137,7 +139,7 @@ func (c *cgroupsV1) dirs() []string {
 }
 
 func (c *cgroupsV1) create(name string, l limits) (cgroup, error) {
-	g := &cgroupV1{dirs: map[string]string{}}
+	g := &cgroupV1{dirs: map[string]string{}, meter: cgstat.NewV1(filepath.Join(c.dir["memory"], name), filepath.Join(c.dir["cpuacct"], name))}
 	for _, ctrl := range v1Controllers {
 		dir := filepath.Join(c.dir[ctrl], name)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
@@ -154,7 +156,8 @@ func (c *cgroupsV1) create(name string, l limits) (cgroup, error) {
 }
 
 type cgroupV1 struct {
-	dirs map[string]string
+	dirs  map[string]string
+	meter *cgstat.Meter
 }
 
 // set writes l. memory.memsw.limit_in_bytes may never be below memory.limit_in_bytes, so a
@@ -197,14 +200,16 @@ func (g *cgroupV1) add(pid int) error {
 	return nil
 }
 
-func (g *cgroupV1) stats() cgstat.Stats { return cgstat.V1(g.dirs["memory"], g.dirs["cpuacct"]) }
+func (g *cgroupV1) mark() { g.meter.Mark() }
+
+func (g *cgroupV1) stats() cgstat.Stats { return g.meter.Read() }
 
 func (g *cgroupV1) kill() error {
 	return killAll(filepath.Join(g.dirs["pids"], "cgroup.procs"))
 }
 
 func (g *cgroupV1) remove() error {
-	var errs []error
+	errs := []error{g.meter.Close()}
 	for _, dir := range g.dirs {
 		errs = append(errs, rmdirRetry(dir))
 	}
@@ -284,7 +289,7 @@ func (c *cgroupsV2) create(name string, l limits) (cgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	g := &cgroupV2{dir: dir}
+	g := &cgroupV2{dir: dir, meter: cgstat.NewV2(dir)}
 	if err := g.set(l); err != nil {
 		_ = g.remove()
 		return nil, err
@@ -293,7 +298,8 @@ func (c *cgroupsV2) create(name string, l limits) (cgroup, error) {
 }
 
 type cgroupV2 struct {
-	dir string
+	dir   string
+	meter *cgstat.Meter
 }
 
 func (g *cgroupV2) set(l limits) error {
@@ -318,14 +324,17 @@ func (g *cgroupV2) add(pid int) error {
 	return writeFile(filepath.Join(g.dir, "cgroup.procs"), strconv.Itoa(pid))
 }
 
-func (g *cgroupV2) stats() cgstat.Stats { return cgstat.V2(g.dir) }
+// mark resets memory.peak on Linux 6.12 and later; before, a job's peak includes its sandbox's start.
+func (g *cgroupV2) mark() { g.meter.Mark() }
+
+func (g *cgroupV2) stats() cgstat.Stats { return g.meter.Read() }
 
 func (g *cgroupV2) kill() error {
 	_ = writeFile(filepath.Join(g.dir, "cgroup.kill"), "1")
 	return killAll(filepath.Join(g.dir, "cgroup.procs"))
 }
 
-func (g *cgroupV2) remove() error { return rmdirRetry(g.dir) }
+func (g *cgroupV2) remove() error { return errors.Join(g.meter.Close(), rmdirRetry(g.dir)) }
 
 // instanceDir names one provider's parent cgroup: the process id tells a reaper whether its
 // owner still lives.

@@ -50,3 +50,14 @@ func KillWaiting(sb sandbox.Sandbox) <-chan struct{} {
 func SignalSupervisor(sb sandbox.Sandbox, sig os.Signal) error {
 	return sb.(*nsSandbox).cmd.Process.Signal(sig)
 }
+
+// StatusPending says whether the supervisor of sb wrote a report that no one has read yet.
+func StatusPending(sb sandbox.Sandbox) bool {
+	rc, err := sb.(*nsSandbox).statusFile.SyscallConn()
+	if err != nil {
+		return false
+	}
+	n := 0
+	_ = rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
+	return n > 0
+}

@@ -8,6 +8,8 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -59,14 +61,17 @@ func Init() {
 	// Capabilities and the bounding set are a thread's, not the process's: the thread that drops
 	// them (prepare) is the one that forks the program, so the program inherits what it dropped.
 	runtime.LockOSThread()
+	// Nothing the supervisor holds reaches the program: its files 3-6, and whatever else the
+	// worker was started with and passed on unknowingly.
+	closeOnExecFrom(3)
 	status := os.NewFile(fdStatus, "status")
-	syscall.CloseOnExec(fdStatus)
-	for _, fd := range []int{fdLifeline, fdUIDLock} {
-		syscall.CloseOnExec(fd)
-	}
 	lifeline := os.NewFile(fdLifeline, "lifeline")
 	go func() {
 		_, _ = io.Copy(io.Discard, lifeline)
+		// The worker is gone. The uid lock (fdUIDLock) is released when this process exits,
+		// before the kernel would kill the rest of the namespace: so end every process first.
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		sandbox.ReapAll()
 		os.Exit(137)
 	}()
 	// SIGUSR1 from the worker ends the program (a timeout, a kill) but keeps /workspace.
@@ -99,6 +104,11 @@ func supervise(status io.Writer) (syscall.WaitStatus, error) {
 		return 0, fmt.Errorf("read config: %w", err)
 	}
 	cfgFile.Close()
+	// The provider sent the config once the supervisor was in the sandbox's cgroup: a cgroup
+	// namespace made now has that cgroup as its root, and shows the program nothing above it.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return 0, fmt.Errorf("unshare cgroup namespace: %w", err)
+	}
 	if err := prepare(c); err != nil {
 		return 0, err
 	}
@@ -183,12 +193,80 @@ func mount(source, target, fstype string, flags uintptr, data string) error {
 	return nil
 }
 
-// bindRO binds source at target read-only; a bind mount takes its flags only on a remount.
-func bindRO(source, target string) error {
-	if err := mount(source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+// staging is where the root's directories are taken from: a private tmpfs under the new root
+// holding the source root (src) and an empty directory (empty), detached once the root is built.
+type staging struct{ dir string }
+
+func newStaging(nr, src string) (*staging, error) {
+	st := &staging{dir: filepath.Join(nr, ".stage")}
+	if err := os.Mkdir(st.dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := mount("tmpfs", st.dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0700"); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{"src", "empty"} {
+		if err := os.Mkdir(filepath.Join(st.dir, d), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if err := mount(src, filepath.Join(st.dir, "src"), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// mountRO mounts the source root's directory name at target, read-only with whatever is
+// mounted under it.
+//
+// It is an overlay with no upper layer, which shows none of the mounts the source nests, and
+// which /proc/self/mountinfo names by paths relative to the staging directory (the mount was
+// made from it), not by the host's device and paths. Overlayfs takes two lower layers at least
+// without an upper one: the second is empty. Where overlayfs is missing (a kernel without the
+// module, a minimal initramfs), a recursive bind made read-only throughout does, and mountinfo
+// shows the host's device.
+func (st *staging) mountRO(name, target string) error {
+	if err := os.Chdir(st.dir); err != nil {
 		return err
 	}
-	return mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "")
+	from := filepath.Join("src", name)
+	if !strings.ContainsAny(name, ":,\\") &&
+		unix.Mount("sandbox", target, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "lowerdir="+from+":empty") == nil {
+		return nil
+	}
+	if err := mount(from, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
+	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
+	if err := unix.MountSetattr(unix.AT_FDCWD, target, unix.AT_RECURSIVE, attr); err != nil {
+		return fmt.Errorf("make %s read-only: %w", target, err)
+	}
+	return nil
+}
+
+// close detaches the staging directory; the overlays keep what they need of it.
+func (st *staging) close() error {
+	if err := os.Chdir("/"); err != nil {
+		return err
+	}
+	if err := unix.Unmount(st.dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %s: %w", st.dir, err)
+	}
+	return os.Remove(st.dir)
+}
+
+// closeOnExecFrom marks every descriptor from fd on close-on-exec.
+func closeOnExecFrom(fd uint) {
+	if unix.CloseRange(fd, ^uint(0), unix.CLOSE_RANGE_CLOEXEC) == nil {
+		return
+	}
+	// Before Linux 5.11: one by one.
+	entries, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n >= int(fd) {
+			syscall.CloseOnExec(n)
+		}
+	}
 }
 
 // skipped are top-level directories of a root file system that a sandbox gets fresh or never.
@@ -217,6 +295,10 @@ func buildRoot(c initConfig) error {
 	} else {
 		src = "/"
 	}
+	st, err := newStaging(nr, src)
+	if err != nil {
+		return err
+	}
 	for _, name := range entries {
 		if skipped[name] {
 			continue
@@ -239,16 +321,16 @@ func buildRoot(c initConfig) error {
 			if err := os.Mkdir(to, 0o755); err != nil {
 				return err
 			}
-			if err := bindRO(from, to); err != nil {
+			if err := st.mountRO(name, to); err != nil {
 				return err
 			}
 		}
 	}
+	if err := st.close(); err != nil {
+		return err
+	}
 	if c.Root == "" {
 		if err := writeEtc(nr, c.UID); err != nil {
-			return err
-		}
-		if err := hide(nr, c.Hide); err != nil {
 			return err
 		}
 	}
@@ -257,11 +339,18 @@ func buildRoot(c initConfig) error {
 			return err
 		}
 	}
-	if err := mount("proc", filepath.Join(nr, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=2"); err != nil {
+	// subset=pid shows only the processes of the namespace, not the kernel's files about the
+	// host (cmdline, key-users, sys, ...); hidepid=invisible hides the supervisor's from the program.
+	if err := mount("proc", filepath.Join(nr, "proc"), "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "hidepid=invisible,subset=pid"); err != nil {
 		return err
 	}
 	if err := buildDev(filepath.Join(nr, "dev")); err != nil {
 		return err
+	}
+	if c.Root == "" {
+		if err := hide(nr, c.Hide); err != nil {
+			return err
+		}
 	}
 	if err := mount("tmpfs", filepath.Join(nr, "workspace"), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
 		fmt.Sprintf("size=%d,mode=0700,uid=%d,gid=%d", c.WorkspaceBytes, c.UID, c.UID)); err != nil {
@@ -301,8 +390,8 @@ func hide(nr string, paths []string) error {
 			}
 			continue
 		}
-		// A file: /dev/null on a nodev bind, which cannot even be opened.
-		if err := mount("/dev/null", target, "", unix.MS_BIND, ""); err != nil {
+		// A file: the sandbox's /dev/null on a nodev bind, which cannot even be opened.
+		if err := mount(filepath.Join(nr, "dev", "null"), target, "", unix.MS_BIND, ""); err != nil {
 			return err
 		}
 		if err := mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
@@ -337,8 +426,17 @@ func buildDev(dev string) error {
 	if err := mount("tmpfs", dev, "tmpfs", unix.MS_NOSUID|unix.MS_NOEXEC, "size=64k,mode=0755"); err != nil {
 		return err
 	}
-	for _, name := range []string{"null", "zero", "full", "random", "urandom"} {
+	// Nodes of the sandbox's own, not binds of the host's: a bind shows the host's devtmpfs in
+	// /proc/self/mountinfo. Where mknod is refused (a devices cgroup), the host's are bound.
+	for name, minor := range map[string]uint32{"null": 3, "zero": 5, "full": 7, "random": 8, "urandom": 9} {
 		target := filepath.Join(dev, name)
+		if err := unix.Mknod(target, unix.S_IFCHR|0o666, int(unix.Mkdev(1, minor))); err == nil {
+			// The umask took bits off.
+			if err := os.Chmod(target, 0o666); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := os.WriteFile(target, nil, 0o666); err != nil {
 			return err
 		}

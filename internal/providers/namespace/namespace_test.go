@@ -1,12 +1,14 @@
 package namespace_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,8 +30,12 @@ const testUIDBase = 400000
 func TestMain(m *testing.M) {
 	namespace.Init()
 	providertest.ChildMain(func(context.Context) (providertest.Env, func(), error) {
+		base, err := strconv.Atoi(cmp.Or(os.Getenv("RUNFLEET_TEST_UID_BASE"), strconv.Itoa(testUIDBase)))
+		if err != nil {
+			return providertest.Env{}, nil, err
+		}
 		p, err := namespace.New(namespace.Options{CgroupName: os.Getenv("RUNFLEET_TEST_CGROUP"),
-			StateDir: os.Getenv("RUNFLEET_TEST_STATE"), UIDBase: testUIDBase, UIDLockDir: os.Getenv("RUNFLEET_TEST_UID_LOCKS")})
+			StateDir: os.Getenv("RUNFLEET_TEST_STATE"), UIDBase: base, UIDLockDir: os.Getenv("RUNFLEET_TEST_UID_LOCKS")})
 		if err != nil {
 			return providertest.Env{}, nil, err
 		}

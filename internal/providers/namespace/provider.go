@@ -13,7 +13,10 @@
 //
 // Uids are taken under a lock per uid (flock on a file in UIDLockDir), so worker processes on one
 // host never share one; the supervisor holds the lock too, so a uid is free again only when no
-// process of its sandbox remains. A Destroy that fails is retried by [Provider.Reap].
+// process of its sandbox remains: the worker releases it once the supervisor was reaped (pid 1's
+// exit completes only when its namespace is empty), and a supervisor whose worker died kills and
+// reaps every process of its namespace before it exits. A Destroy that fails is retried by
+// [Provider.Reap].
 package namespace
 
 import (
@@ -48,6 +51,7 @@ type Options struct {
 	UIDBase     int    // first sandbox uid; default 200000
 	UIDs        int    // distinct uids, so the most sandboxes at once on the host; default 1024
 	UIDLockDir  string // one lock file per uid, shared by every worker of the host; default /run/runfleet/uids
+	EtcDir      string // passwd, group, subuid and subgid, checked against the uid range; default /etc
 	DispatchLog sandbox.DispatchLog
 }
 
@@ -77,8 +81,23 @@ func New(o Options) (*Provider, error) {
 	o.UIDBase = cmp.Or(o.UIDBase, 200000)
 	o.UIDs = cmp.Or(o.UIDs, 1024)
 	o.UIDLockDir = cmp.Or(o.UIDLockDir, "/run/runfleet/uids")
+	o.EtcDir = cmp.Or(o.EtcDir, "/etc")
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("namespace provider needs root (to make cgroups and switch to sandbox uids): %w", sandbox.ErrUnsupported)
+	}
+	// A descriptor the worker was started with (a shell's redirection, a process manager's
+	// socket or tty) would pass to every supervisor, and from it to the program.
+	closeOnExecFrom(3)
+	if err := checkIDRange(o.EtcDir, o.UIDBase, o.UIDs); err != nil {
+		return nil, err
+	}
+	for _, d := range []string{o.StateDir, o.UIDLockDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state dir: %w", err)
+		}
+		if err := checkStateDir(d); err != nil {
+			return nil, fmt.Errorf("state dir: %w", err)
+		}
 	}
 	filter, err := filterProgram()
 	if err != nil {
@@ -109,11 +128,6 @@ func New(o Options) (*Provider, error) {
 	}
 	if err := probe.remove(); err != nil {
 		return nil, err
-	}
-	for _, d := range []string{o.StateDir, o.UIDLockDir} {
-		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("state dir: %w", err)
-		}
 	}
 	hide := []string{"/usr/local"}
 	if exe, err := os.Executable(); err == nil {
@@ -175,7 +189,7 @@ func (p *Provider) takeUID() (int, *os.File, error) {
 		if p.locks[uid] != nil {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(p.o.UIDLockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(filepath.Join(p.o.UIDLockDir, strconv.Itoa(uid)), os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return 0, nil, fmt.Errorf("uid lock: %w", err)
 		}
@@ -201,8 +215,10 @@ func (p *Provider) releaseUID(uid int) {
 	delete(p.locks, uid)
 }
 
+// cloneFlags are the supervisor's namespaces; it makes its cgroup namespace itself, once it is in
+// the sandbox's cgroup.
 const cloneFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNET |
-	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP
+	syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS
 
 // Create starts a sandbox whose interpreter waits on stdin, under shape's limits until Assign.
 func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.Sandbox, error) {
@@ -375,6 +391,12 @@ func (s *nsSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 		return fmt.Errorf("assign %s: %w", s.id, sandbox.ErrEnded)
 	default:
 	}
+	// The supervisor writes nothing more before the program ends: a report waiting (or the
+	// pipe's end) means the interpreter died while it waited.
+	if s.statusWaiting() {
+		return fmt.Errorf("assign %s: program ended: %w", s.id, sandbox.ErrEnded)
+	}
+	s.cg.mark()
 	if cgroupLimits(job.Limits) == cgroupLimits(s.shape.Limits) {
 		return nil // the job's limits are those the sandbox waits under (the defaults)
 	}
@@ -382,6 +404,24 @@ func (s *nsSandbox) Assign(ctx context.Context, job sandbox.Job) error {
 		return fmt.Errorf("assign %s: %w", s.id, err)
 	}
 	return nil
+}
+
+// statusWaiting says whether the status pipe can be read without waiting.
+func (s *nsSandbox) statusWaiting() bool {
+	if s.status.Buffered() > 0 {
+		return true
+	}
+	rc, err := s.statusFile.SyscallConn()
+	if err != nil {
+		return false
+	}
+	ready := false
+	_ = rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		ready = err == nil && n > 0 && fds[0].Revents != 0
+	})
+	return ready
 }
 
 func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (sandbox.Exit, error) {

@@ -40,3 +40,28 @@ func TestStats(t *testing.T) {
 		t.Errorf("V2(empty dir) = %+v, want nothing measured", s)
 	}
 }
+
+// TestMeter: a meter marked reports the CPU time since the mark, and on cgroup v1 restarts the
+// memory peak (written 0, as the kernel resets it).
+func TestMeter(t *testing.T) {
+	mem, cpu := t.TempDir(), t.TempDir()
+	write(t, mem, map[string]string{"memory.max_usage_in_bytes": "4096\n"})
+	write(t, cpu, map[string]string{"cpuacct.usage": "70000000\n"})
+	m := NewV1(mem, cpu)
+	if s := m.Read(); s.CPU == nil || *s.CPU != 70*time.Millisecond {
+		t.Errorf("Read() before Mark: CPU = %v, want the whole life's 70ms", s.CPU)
+	}
+	if !m.Mark() {
+		t.Errorf("Mark() = false, want the v1 peak reset")
+	}
+	if b, _ := os.ReadFile(filepath.Join(mem, "memory.max_usage_in_bytes")); string(b) != "0" {
+		t.Errorf("memory.max_usage_in_bytes = %q after Mark, want 0 written", b)
+	}
+	write(t, cpu, map[string]string{"cpuacct.usage": "75000000\n"})
+	if s := m.Read(); s.CPU == nil || *s.CPU != 5*time.Millisecond {
+		t.Errorf("Read() after Mark: CPU = %v, want 5ms", s.CPU)
+	}
+	if err := m.Close(); err != nil {
+		t.Error(err)
+	}
+}

@@ -31,7 +31,7 @@ func runEscape(ctx context.Context, t *testing.T, e Env) {
 		// network
 		{name: "only loopback interface", code: "import socket; print(sorted(n for _, n in socket.if_nameindex()))",
 			want: []check{stdoutIs("['lo']\n")}},
-		{name: "no route", code: "print(len(open('/proc/net/route').read().strip().splitlines()))",
+		{name: "no route", code: "print(len(open('/proc/self/net/route').read().strip().splitlines()))",
 			want: []check{stdoutIs("1\n")}},
 		{name: "host services unreachable", code: "import socket\nreached = []\nfor p in " + ports + ":\n" +
 			"    s = socket.socket(); s.settimeout(1)\n    try:\n        s.connect(('127.0.0.1', p)); reached.append(p)\n" +

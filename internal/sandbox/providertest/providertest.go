@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -281,6 +282,33 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 				t.Logf("usage: wall %v, cpu %v, peak memory %d KiB", u.Wall, *u.CPU, *u.MaxRSS>>10)
 			}
 		}}},
+		// A sandbox from the pool started and waited before its job came: that is not the job's.
+		// The program prints its process's CPU time so far (the interpreter's start-up, which
+		// the sandbox spent before the job came); the job's own CPU time is well below it.
+		{name: "usage from assignment", lang: "python3", code: "import time\nprint(1)\nprint(int(time.process_time() * 1e6))",
+			checks: []check{exitCode(0), func(t *testing.T, r Result) {
+				if !e.MeasuresUsage {
+					return
+				}
+				lines := strings.Fields(r.Stdout)
+				startUS, err := strconv.Atoi(lines[len(lines)-1])
+				if err != nil || r.Exit.Usage.CPU == nil {
+					t.Fatalf("stdout %q, cpu %v: want the start-up's CPU time printed and the job's measured", r.Stdout, deref(r.Exit.Usage.CPU))
+				}
+				start := time.Duration(startUS) * time.Microsecond
+				if got := *r.Exit.Usage.CPU; got >= start/2 {
+					t.Errorf("Usage.CPU = %v for print(1), want well below the interpreter's start-up, %v", got, start)
+				} else {
+					t.Logf("print(1): cpu %v; the interpreter's start-up before it: %v", got, start)
+				}
+			}}},
+		// and the job's own CPU time is all counted.
+		{name: "usage counts the job", lang: "python3", code: "import time\nt0 = time.process_time()\nwhile time.process_time() - t0 < 0.3: pass",
+			checks: []check{exitCode(0), func(t *testing.T, r Result) {
+				if e.MeasuresUsage && (r.Exit.Usage.CPU == nil || *r.Exit.Usage.CPU < 300*time.Millisecond) {
+					t.Errorf("Usage.CPU = %v for a job that burnt 300ms of CPU, want at least that", deref(r.Exit.Usage.CPU))
+				}
+			}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

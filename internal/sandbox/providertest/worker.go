@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,20 @@ const (
 	childBusy = "busy" // one sandbox running a busy loop, until the child is killed
 	childUIDs = "uids" // ChildJobs sandboxes, ChildParallel at once, each reporting its uid
 	childExe  = "exe"  // one sandbox reporting what it sees of the child's own executable
+	childFDs  = "fds"  // one sandbox reporting the descriptors its program holds
+	// ChildSleepers runs one sandbox whose program forks ChildSleeperCount sleepers, prints
+	// "uid UID" and sleeps, until the child is killed.
+	ChildSleepers = "sleepers"
 )
+
+// ChildSleeperCount is how many processes the program of a ChildSleepers job forks.
+const ChildSleeperCount = 20
+
+// fdsCode prints the descriptors the program holds (the listing's own is gone when it prints),
+// and what it reads from descriptor 7.
+const fdsCode = "import os\nfds = []\nfor f in os.listdir('/proc/self/fd'):\n    try:\n" +
+	"        os.readlink('/proc/self/fd/' + f); fds.append(int(f))\n    except OSError:\n        pass\n" +
+	"print('fds', sorted(fds))\ntry:\n    print('fd7', os.read(7, 64))\nexcept OSError:\n    print('fd7 closed')"
 
 // ChildJobs and ChildParallel shape the "uids" child job.
 const (
@@ -105,6 +119,20 @@ func runChild(ctx context.Context, kind string, e Env) error {
 		}
 		say("sandbox %s", sb.ID())
 		return runIn(sb, "print('started', flush=True)\nwhile True: pass", os.Stdout)
+	case childFDs:
+		sb, err := create()
+		if err != nil {
+			return err
+		}
+		return runIn(sb, fdsCode, os.Stdout)
+	case ChildSleepers:
+		sb, err := create()
+		if err != nil {
+			return err
+		}
+		code := fmt.Sprintf("import os, time\nfor _ in range(%d):\n    if os.fork() == 0:\n        time.sleep(600); os._exit(0)\n"+
+			"print('uid', os.getuid(), flush=True)\ntime.sleep(600)", ChildSleeperCount)
+		return runIn(sb, code, os.Stdout)
 	case childExe:
 		exe, err := os.Readlink("/proc/self/exe")
 		if err != nil {
@@ -171,7 +199,14 @@ type Child struct {
 // its environment. The test's cleanup kills it if it still runs.
 func StartChild(t *testing.T, kind string, env ...string) *Child {
 	t.Helper()
+	return startChild(t, kind, nil, env...)
+}
+
+// startChild is StartChild with files passed as descriptors 3, 4, ... (nil: closed).
+func startChild(t *testing.T, kind string, files []*os.File, env ...string) *Child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.ExtraFiles = files
 	cmd.Env = append(append(os.Environ(), envChild+"="+kind), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -219,6 +254,15 @@ func (c *Child) Line(t *testing.T) string {
 		t.Fatal("no output from the child worker in 30s")
 	}
 	return ""
+}
+
+// Kill SIGKILLs the child and waits for it to end.
+func (c *Child) Kill(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait()
 }
 
 // Wait waits for the child to exit and returns its error.
@@ -361,4 +405,27 @@ func RunUIDWorkers(t *testing.T, env ...string) []UIDInterval {
 		}
 	}
 	return out
+}
+
+// RunInheritedFD starts a child worker the way `exec 7<secret; exec worker` would, with
+// descriptor 7 open on a file and not marked close-on-exec, and checks that its sandbox's
+// program holds nothing but its stdin, stdout and stderr, and reads nothing from descriptor 7.
+func RunInheritedFD(t *testing.T, env ...string) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("runfleet-inherited-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := startChild(t, childFDs, []*os.File{nil, nil, nil, nil, f}, env...)
+	lines, err := c.Lines()
+	if err != nil {
+		t.Fatalf("child worker: %v", err)
+	}
+	if want := []string{"fds [0, 1, 2]", "fd7 closed"}; strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the program of a worker started with descriptor 7 open printed %q, want %q", lines, want)
+	}
 }
