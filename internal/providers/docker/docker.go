@@ -27,6 +27,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,7 +55,7 @@ const (
 type Options struct {
 	Fleet       string        // label value that marks this fleet's containers; default "runfleet"
 	Worker      string        // label value that marks this worker's containers
-	User        string        // default "65534:65534"
+	User        string        // the program's numeric uid:gid; default "65534:65534"
 	InitBinary  string        // host path of the container init; default this process's executable
 	StateDir    string        // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
 	KillWait    time.Duration // after a kill, how long Run waits for the daemon to confirm it; default 15s
@@ -100,6 +101,12 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	uid, gid, ok := strings.Cut(o.User, ":")
 	if !ok {
 		gid = uid
+	}
+	if u, err := strconv.ParseUint(uid, 10, 32); err != nil || u == 0 {
+		return nil, fmt.Errorf("user %q: want a numeric uid other than 0", o.User)
+	}
+	if _, err := strconv.ParseUint(gid, 10, 32); err != nil {
+		return nil, fmt.Errorf("user %q: want a numeric gid", o.User)
 	}
 	initBin := o.InitBinary
 	if initBin == "" {
@@ -189,11 +196,13 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 	name := "sb-" + uuid.NewString()
 	created, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
-			Image:           shape.Profile.Image,
-			Entrypoint:      []string{initPath},
-			Cmd:             shape.Profile.Interpreter,
-			Env:             append(sandbox.BaseEnv(), initEnv...),
-			User:            p.o.User,
+			Image:      shape.Profile.Image,
+			Entrypoint: []string{initPath},
+			Cmd:        shape.Profile.Interpreter,
+			Env:        append(append(sandbox.BaseEnv(), initEnv...), envUser+"="+p.uid+":"+p.gid),
+			// The init runs as root with initCaps, a uid the program (started as p.o.User) cannot
+			// signal or trace.
+			User:            "0:0",
 			WorkingDir:      "/workspace",
 			AttachStdin:     true,
 			AttachStdout:    true,
@@ -208,6 +217,7 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
 			CapDrop:        []string{"ALL"},
+			CapAdd:         initCaps,
 			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + p.seccomp},
 			ReadonlyRootfs: true,
 			Tmpfs: map[string]string{

@@ -11,7 +11,10 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +29,14 @@ const initPath = "/.runfleet/init"
 // initEnv is the init's own environment, which the program does not inherit. GORACE: a
 // race-enabled build (tests) would otherwise sleep a second in its exit.
 var initEnv = []string{"GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"}
+
+// envUser names, in the init's environment, the uid:gid the program runs as.
+const envUser = "RUNFLEET_INIT_USER"
+
+// initCaps are the capabilities a container starts with (all others dropped), for its init: it
+// drops CAP_SETPCAP after emptying the bounding set, and keeps CAP_KILL (to end the program's
+// processes, of another uid) and CAP_SETUID/CAP_SETGID (to start the program as its user).
+var initCaps = []string{"KILL", "SETUID", "SETGID", "SETPCAP"}
 
 // Frames of a container's stdin: a kind byte, a big-endian uint32 length, the data.
 const (
@@ -59,7 +70,20 @@ func Init() {
 }
 
 func runInit(argv []string) (int, error) {
-	// Not dumpable: the program, of the same uid, cannot read the init's memory or environment.
+	// The program is forked from this thread, whose bounding set dropCaps empties.
+	runtime.LockOSThread()
+	// Every catchable signal but the worker's SIGUSR1 is ignored: Go's default handlers would end
+	// pid 1, and with it the container, leaving the job's outcome unknown. The program runs as
+	// another uid and cannot signal the init at all; this holds even if it could.
+	signal.Ignore(ignoredSignals()...)
+	cred, err := programUser()
+	if err != nil {
+		return 1, err
+	}
+	if err := dropCaps(); err != nil {
+		return 1, err
+	}
+	// Not dumpable: the program cannot read the init's memory or environment.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return 1, fmt.Errorf("dumpable: %w", err)
 	}
@@ -71,14 +95,17 @@ func runInit(argv []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	env := slices.DeleteFunc(os.Environ(), func(v string) bool { return slices.Contains(initEnv, v) })
+	env := slices.DeleteFunc(os.Environ(), func(v string) bool {
+		return slices.Contains(initEnv, v) || strings.HasPrefix(v, envUser+"=")
+	})
 	progErr, err := keepStderrForProgram()
 	if err != nil {
 		return 1, err
 	}
 	// The init keeps its copy of the container's stderr only to end it with the marker.
 	errOut := os.NewFile(uintptr(progErr), "stderr")
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{r.Fd(), 1, errOut.Fd()}})
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{r.Fd(), 1, errOut.Fd()},
+		Sys: &syscall.SysProcAttr{Credential: cred}})
 	if err != nil {
 		return 127, fmt.Errorf("exec %s: %w", argv[0], err)
 	}
@@ -126,6 +153,51 @@ func runInit(argv []string) (int, error) {
 		return 128 + int(ws.Signal()), nil
 	}
 	return ws.ExitStatus(), nil
+}
+
+// ignoredSignals are the signals the init ignores: all but SIGUSR1 (the worker's), those that
+// cannot be caught, and those whose default is to do nothing (SIGCHLD ignored would reap the
+// program before the init can take its status).
+func ignoredSignals() []os.Signal {
+	var out []os.Signal
+	for sig := syscall.Signal(1); sig < 32; sig++ {
+		switch sig {
+		case syscall.SIGUSR1, syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGWINCH:
+			continue
+		}
+		out = append(out, sig)
+	}
+	return out
+}
+
+// programUser is the uid and gid the program runs as, with no supplementary groups.
+func programUser() (*syscall.Credential, error) {
+	v := os.Getenv(envUser)
+	u, g, ok := strings.Cut(v, ":")
+	uid, uerr := strconv.ParseUint(u, 10, 32)
+	gid, gerr := strconv.ParseUint(g, 10, 32)
+	if !ok || uerr != nil || gerr != nil || uid == 0 {
+		return nil, fmt.Errorf("program user %q: want uid:gid, uid not 0", v)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+// dropCaps empties the bounding set of this thread, which the program inherits, and keeps only
+// CAP_KILL, CAP_SETUID and CAP_SETGID: the program's uid change clears those, and
+// no-new-privileges keeps it from regaining any.
+func dropCaps() error {
+	for c := 0; c <= 63; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d: %w", c, err)
+		}
+	}
+	keep := uint32(1)<<unix.CAP_KILL | uint32(1)<<unix.CAP_SETUID | uint32(1)<<unix.CAP_SETGID
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{{Effective: keep, Permitted: keep}}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }
 
 // keepStderrForProgram returns a copy of the container's stderr for the program, and points the
