@@ -49,17 +49,28 @@ import (
 const (
 	LabelFleet  = "dev.runfleet.fleet"
 	LabelWorker = "dev.runfleet.worker"
+	// LabelDeadline is the latest time, in Unix seconds, the container may still be alive: its
+	// creation plus its worker's [Options.Lifetime]. Every worker's reaper honours it, whatever
+	// its own settings.
+	LabelDeadline = "dev.runfleet.deadline"
 )
+
+// DefaultLifetime is the default [Options.Lifetime].
+const DefaultLifetime = time.Hour
 
 // Options configure a [Provider].
 type Options struct {
-	Fleet       string        // label value that marks this fleet's containers; default "runfleet"
-	Worker      string        // label value that marks this worker's containers
-	User        string        // the program's numeric uid:gid; default "65534:65534"
-	InitBinary  string        // host path of the container init; default this process's executable
-	StateDir    string        // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
-	KillWait    time.Duration // after a kill, how long Run waits for the daemon to confirm it; default 15s
-	CgroupRoot  string        // where the host mounts cgroups; default /sys/fs/cgroup
+	Fleet      string        // label value that marks this fleet's containers; default "runfleet"
+	Worker     string        // label value that marks this worker's containers
+	User       string        // the program's numeric uid:gid; default "65534:65534"
+	InitBinary string        // host path of the container init; default this process's executable
+	StateDir   string        // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
+	KillWait   time.Duration // after a kill, how long Run waits for the daemon to confirm it; default 15s
+	// Lifetime bounds a container's life: its longest wait in a pool, plus the largest timeout
+	// a job may have, plus a margin for the kill and the collection of its files. Default
+	// [DefaultLifetime].
+	Lifetime    time.Duration
+	CgroupRoot  string // where the host mounts cgroups; default /sys/fs/cgroup
 	DispatchLog sandbox.DispatchLog
 	Logger      *slog.Logger
 }
@@ -212,7 +223,8 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 			NetworkDisabled: true,
 			Hostname:        "sandbox",
 			// No job: the container is made before its job is known, and labels cannot change.
-			Labels: map[string]string{LabelFleet: p.o.Fleet, LabelWorker: p.o.Worker},
+			Labels: map[string]string{LabelFleet: p.o.Fleet, LabelWorker: p.o.Worker,
+				LabelDeadline: strconv.FormatInt(time.Now().Add(cmp.Or(p.o.Lifetime, DefaultLifetime)).Unix(), 10)},
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
@@ -531,10 +543,10 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 // Reap removes this fleet's containers that no live worker owns: those labelled with this
 // worker that it no longer tracks; those not running for more than a minute (a container's init
 // ends it when its worker is gone, waiting or running, so a dead worker's containers stop; one
-// never started is a worker that died between create and start); and any created more than
-// olderThan ago. It returns how many it removed. olderThan must exceed the longest a container
-// waits in a pool plus the longest job.
-func (p *Provider) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
+// never started is a worker that died between create and start); and those past the deadline
+// their own worker wrote on them ([LabelDeadline]), never by this worker's settings, so workers
+// configured differently share a daemon. It returns how many it removed.
+func (p *Provider) Reap(ctx context.Context) (int, error) {
 	list, err := p.c.ContainerList(ctx, client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", LabelFleet+"="+p.o.Fleet)})
 	if err != nil {
@@ -550,7 +562,8 @@ func (p *Provider) Reap(ctx context.Context, olderThan time.Duration) (int, erro
 			continue
 		}
 		created := time.Unix(c.Created, 0)
-		if !(time.Since(created) > olderThan || c.Labels[LabelWorker] == p.o.Worker || p.stopped(ctx, c.ID, created)) {
+		mine := p.o.Worker != "" && c.Labels[LabelWorker] == p.o.Worker
+		if !(expired(c.Labels[LabelDeadline]) || mine || p.stopped(ctx, c.ID, created)) {
 			continue
 		}
 		if err := p.remove(ctx, c.ID); err != nil {
@@ -573,6 +586,13 @@ func (p *Provider) Reap(ctx context.Context, olderThan time.Duration) (int, erro
 		return false
 	}))
 	return n, errors.Join(errs...)
+}
+
+// expired reports whether a container's deadline label has passed; a container without one
+// (or with one this worker cannot read) is left to the other rules.
+func expired(deadline string) bool {
+	sec, err := strconv.ParseInt(deadline, 10, 64)
+	return err == nil && time.Now().After(time.Unix(sec, 0))
 }
 
 // stopped reports whether a container has not run for a minute: exited, dead, or created and

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -90,7 +89,7 @@ func TestConformance(t *testing.T) {
 		Leftovers:     containerLeft,
 		DispatchLog:   dlog,
 	})
-	if n, err := p.Reap(t.Context(), 0); err != nil || n != 0 {
+	if n, err := p.Reap(t.Context()); err != nil || n != 0 {
 		t.Errorf("Reap() = %d, %v; want nothing left to reap", n, err)
 	}
 }
@@ -110,7 +109,7 @@ func TestKilledWorker(t *testing.T) {
 		return ""
 	})
 	// The dead worker's stopped container is the reaper's: no live worker tracks it.
-	if _, err := p.Reap(t.Context(), 0); err != nil {
+	if _, err := p.Reap(t.Context()); err != nil {
 		t.Errorf("Reap() error = %v", err)
 	}
 }
@@ -138,7 +137,7 @@ func TestFailedDestroyReaped(t *testing.T) {
 	if left := containerLeft(t, sb.ID()); left == "" {
 		t.Fatal("nothing left after a failed Destroy: the test cannot show the reaper")
 	}
-	if n, err := p.Reap(t.Context(), time.Hour); n != 1 || err != nil {
+	if n, err := p.Reap(t.Context()); n != 1 || err != nil {
 		t.Errorf("Reap() = %d, %v; want the container removed", n, err)
 	}
 	if left := containerLeft(t, sb.ID()); left != "" {
