@@ -24,13 +24,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -64,7 +65,7 @@ type Options struct {
 	Worker     string        // label value that marks this worker's containers
 	User       string        // the program's numeric uid:gid; default "65534:65534"
 	InitBinary string        // host path of the container init; default this process's executable
-	StateDir   string        // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
+	StateDir   string        // where the init's execute-only copy is kept, owned by root; default DefaultStateDir
 	KillWait   time.Duration // after a kill, how long Run waits for the daemon to confirm it; default 15s
 	// Lifetime bounds a container's life: its longest wait in a pool, plus the largest timeout
 	// a job may have, plus a margin for the kill and the collection of its files. Default
@@ -89,9 +90,10 @@ type Provider struct {
 	o   Options
 	log *slog.Logger
 
-	seccomp  string // profile JSON
-	uid, gid string // of the sandbox user, owner of /workspace
-	init     string // host path of the init binary
+	seccomp  string      // profile JSON
+	uid, gid string      // of the sandbox user, owner of /workspace
+	init     string      // host path of the init binary
+	initStat fs.FileInfo // of init when its content was verified
 	cg       cgroupLayout
 
 	mu   sync.Mutex
@@ -125,7 +127,11 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 			return nil, fmt.Errorf("container init: %w", err)
 		}
 	}
-	if initBin, err = privateCopy(initBin, cmp.Or(o.StateDir, filepath.Join(os.TempDir(), "runfleet-docker"))); err != nil {
+	if initBin, err = privateCopy(initBin, cmp.Or(o.StateDir, DefaultStateDir)); err != nil {
+		return nil, fmt.Errorf("container init: %w", err)
+	}
+	initStat, err := os.Lstat(initBin)
+	if err != nil {
 		return nil, fmt.Errorf("container init: %w", err)
 	}
 	c, err := client.New(client.FromEnv)
@@ -142,7 +148,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		return nil, fmt.Errorf("docker info: %w", err)
 	}
 	p := &Provider{c: c, o: o, log: cmp.Or(o.Logger, slog.Default()), live: map[string]string{},
-		seccomp: sc, uid: uid, gid: gid, init: initBin,
+		seccomp: sc, uid: uid, gid: gid, init: initBin, initStat: initStat,
 		cg: newCgroupLayout(cmp.Or(o.CgroupRoot, "/sys/fs/cgroup"), info.Info.CgroupDriver, info.Info.CgroupVersion, o.Fleet)}
 	if !p.cg.measures() {
 		p.log.Warn("docker cgroup driver is not cgroupfs: sandboxes report wall time only", "driver", info.Info.CgroupDriver)
@@ -203,6 +209,9 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 	if len(shape.Profile.Interpreter) == 0 {
 		return nil, fmt.Errorf("profile %s: no interpreter", shape.Profile.Name)
 	}
+	if err := p.checkInit(); err != nil {
+		return nil, err
+	}
 	res := resources(shape.Limits)
 	name := "sb-" + uuid.NewString()
 	created, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
@@ -260,6 +269,21 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 		return nil, errors.Join(fmt.Errorf("start container: %w", err), s.Destroy(context.WithoutCancel(ctx)))
 	}
 	return s, nil
+}
+
+// checkInit makes sure the init copy is still the file whose content New verified: the same
+// inode, unchanged since (its ctime moves on any write, chmod or chown), so that a copy swapped or
+// rewritten after the start is never mounted. Only root can do either in the state directory.
+func (p *Provider) checkInit() error {
+	fi, err := os.Lstat(p.init)
+	if err != nil {
+		return fmt.Errorf("container init: %w", err)
+	}
+	was, now := p.initStat.Sys().(*syscall.Stat_t), fi.Sys().(*syscall.Stat_t)
+	if !os.SameFile(fi, p.initStat) || now.Ctim != was.Ctim || fi.Mode() != p.initStat.Mode() || now.Uid != was.Uid {
+		return fmt.Errorf("container init %s changed since it was verified", p.init)
+	}
+	return nil
 }
 
 type containerSandbox struct {
