@@ -1,10 +1,11 @@
 // Package docker runs each job in a fresh Docker container, never reused: network mode none, all
 // capabilities dropped, no-new-privileges, the seccomp policy of package sandbox, a read-only
 // root, size-limited tmpfs /workspace and /tmp, memory equal to memory+swap, a pids limit, a CPU
-// quota, user nobody, and no log kept. It attaches before start, so the payload travels on the
-// container's stdin and output is demultiplexed into pages as it comes.
+// quota, the program as user nobody, and no log kept. It attaches before start, so the payload
+// travels on the container's stdin and output is demultiplexed into pages as it comes.
 //
-// The container's pid 1 is the worker's own executable, bind-mounted read-only (see [Init]): it
+// The container's pid 1 is the worker's own executable, static, bind-mounted read-only and run as
+// root with only the capabilities it needs, a uid the program cannot signal (see [Init]): it
 // ends the container when the worker's attach connection closes, so a container never outlives
 // its worker by more than the daemon takes to pass that on. When the program ends, the init kills
 // what it left, ends the output with a marker only the worker knows and holds the container, so
@@ -64,7 +65,7 @@ type Options struct {
 	Fleet      string        // label value that marks this fleet's containers; default "runfleet"
 	Worker     string        // label value that marks this worker's containers
 	User       string        // the program's numeric uid:gid; default "65534:65534"
-	InitBinary string        // host path of the container init; default this process's executable
+	InitBinary string        // host path of the container init, a static executable; default this process's
 	StateDir   string        // where the init's execute-only copy is kept, owned by root; default DefaultStateDir
 	KillWait   time.Duration // after a kill, how long Run waits for the daemon to confirm it; default 15s
 	// Lifetime bounds a container's life: its longest wait in a pool, plus the largest timeout
@@ -126,6 +127,9 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		if initBin, err = os.Executable(); err != nil {
 			return nil, fmt.Errorf("container init: %w", err)
 		}
+	}
+	if err := checkStatic(initBin); err != nil {
+		return nil, fmt.Errorf("container init: %w", err)
 	}
 	if initBin, err = privateCopy(initBin, cmp.Or(o.StateDir, DefaultStateDir)); err != nil {
 		return nil, fmt.Errorf("container init: %w", err)

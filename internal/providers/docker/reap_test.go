@@ -17,7 +17,7 @@ const reapFleet = "runfleet-test-reap"
 
 func newReaper(t *testing.T, worker string, lifetime time.Duration) (*docker.Provider, profile.Set) {
 	t.Helper()
-	p, err := docker.New(t.Context(), docker.Options{Fleet: reapFleet, Worker: worker, Lifetime: lifetime})
+	p, err := docker.New(t.Context(), docker.Options{Fleet: reapFleet, Worker: worker, Lifetime: lifetime, InitBinary: staticInit(t)})
 	if err != nil {
 		testenv.Missing(t, "docker daemon: %v", err)
 	}
