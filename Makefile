@@ -16,7 +16,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## write bin/worker, bin/submit and bin/gateway
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/worker ./cmd/worker
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/worker ./cmd/worker
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/submit ./cmd/submit
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/gateway ./cmd/gateway
 

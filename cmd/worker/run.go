@@ -204,7 +204,10 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			}
 		}
 	case "docker":
-		p, err := docker.New(startCtx, docker.Options{Fleet: c.prefix, Worker: c.id, DispatchLog: dlog, Logger: log})
+		// No container outlives its longest wait in the pool and the largest timeout: each carries
+		// that deadline, which every worker's reaper honours.
+		p, err := docker.New(startCtx, docker.Options{Fleet: c.prefix, Worker: c.id, DispatchLog: dlog, Logger: log,
+			Lifetime: c.warmMaxAge + c.maxTimeout + time.Minute})
 		if err != nil {
 			return fmt.Errorf("--provider docker: %w", err)
 		}
@@ -214,9 +217,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--provider docker: %w", err)
 		}
 		reap = func(ctx context.Context) {
-			// No container outlives its longest wait in the pool and the largest timeout, so an
-			// older container's worker is gone.
-			if _, err := p.Reap(ctx, c.warmMaxAge+c.maxTimeout+time.Minute); err != nil {
+			if _, err := p.Reap(ctx); err != nil {
 				log.Warn("reap containers", "err", err)
 			}
 		}

@@ -237,7 +237,11 @@ func BenchmarkFleetNamespace(b *testing.B) {
 //	flock /work/wt/heavy.lock go test -run '^$' -bench FleetDocker -benchtime 40x ./internal/runner/
 func BenchmarkFleetDocker(b *testing.B) {
 	ctx := b.Context()
-	p, err := docker.New(ctx, docker.Options{Fleet: "runfleet-test-bench", Worker: "bench"})
+	initBin, err := testenv.DockerInit()
+	if err != nil {
+		b.Fatalf("static worker for the container init: %v", err)
+	}
+	p, err := docker.New(ctx, docker.Options{Fleet: "runfleet-test-bench", Worker: "bench", InitBinary: initBin})
 	if err != nil {
 		testenv.Missing(b, "docker daemon: %v", err)
 	}

@@ -155,7 +155,11 @@ func (f *fleet) provider(useDocker bool) (sandbox.Provider, profile.Set) {
 	t := f.t
 	t.Helper()
 	if useDocker {
-		p, err := docker.New(t.Context(), docker.Options{Fleet: "runfleet-test-runner", DispatchLog: sandbox.DispatchLog{Path: f.dlog}})
+		initBin, err := testenv.DockerInit()
+		if err != nil {
+			t.Fatalf("static worker for the container init: %v", err)
+		}
+		p, err := docker.New(t.Context(), docker.Options{Fleet: "runfleet-test-runner", DispatchLog: sandbox.DispatchLog{Path: f.dlog}, InitBinary: initBin})
 		if err != nil {
 			testenv.Missing(t, "docker daemon: %v", err)
 		}

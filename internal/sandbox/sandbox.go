@@ -141,7 +141,8 @@ var ErrUnsupported = errors.New("not enforceable on this host")
 
 // DeniedSyscalls are refused in every sandbox, whatever the provider: kernel surfaces a sandboxed
 // program never needs and that have carried most container escapes (keys, BPF, io_uring, mounts,
-// namespaces, tracing, modules, kexec, clocks).
+// namespaces, tracing, modules, kexec, clocks), and Linux AIO, whose contexts count against the
+// host-wide fs.aio-max-nr that one sandbox could exhaust.
 var DeniedSyscalls = []string{
 	"keyctl", "add_key", "request_key", "bpf", "io_uring_setup", "io_uring_enter", "io_uring_register",
 	"mount", "umount2", "unshare", "setns", "pivot_root", "chroot", "ptrace", "process_vm_readv",
@@ -150,4 +151,5 @@ var DeniedSyscalls = []string{
 	"open_by_handle_at", "name_to_handle_at", "fsopen", "fsmount", "fspick", "move_mount",
 	"open_tree", "mount_setattr", "syslog", "settimeofday", "clock_settime", "clock_adjtime",
 	"adjtimex", "quotactl", "lookup_dcookie", "vhangup", "iopl", "ioperm", "personality",
+	"io_setup", "io_submit", "io_getevents", "io_cancel", "io_destroy", "io_pgetevents",
 }

@@ -8,10 +8,38 @@ import (
 
 	"github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
+// SocketFamilies are the only address families a sandbox may create sockets of: what python3,
+// nodejs and their libraries use (local sockets, IP on the sandbox's loopback, netlink routing
+// for the interface list). Creating a socket of any other family makes the kernel load that
+// family's module, each one more kernel surface (Docker allows 27 more: RDS, CAN, TIPC, KCM...).
+// Netlink is allowed for NETLINK_ROUTE only, for the same reason: other netlink protocols load
+// modules too (nfnetlink, crypto_user, inet_diag).
+var SocketFamilies = []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+
+// socketRules allow socket for each of [SocketFamilies] and socketpair for AF_UNIX, the one family
+// that pairs; anything else gets the policy's default errno.
+func socketRules() []SeccompRule {
+	var out []SeccompRule
+	for _, f := range SocketFamilies {
+		args := []specs.LinuxSeccompArg{{Index: 0, Value: f, Op: specs.OpEqualTo}}
+		if f == unix.AF_NETLINK {
+			args = append(args, specs.LinuxSeccompArg{Index: 2, Value: unix.NETLINK_ROUTE, Op: specs.OpEqualTo})
+		}
+		out = append(out, SeccompRule{Name: "socket", Args: args})
+	}
+	return append(out, SeccompRule{Name: "socketpair", Args: []specs.LinuxSeccompArg{{Index: 0, Value: unix.AF_UNIX, Op: specs.OpEqualTo}}})
+}
+
+// dropped are the calls whose rules in Docker's profile are replaced or left out: the denied
+// calls, the 32-bit-only variant of a denied one, and the socket calls socketRules decide.
+var dropped = append(slices.Clone(DeniedSyscalls), "io_pgetevents_time64", "socket", "socketpair")
+
 // SeccompPolicy is the one system-call policy of every sandbox, whatever the provider: Docker's
-// default allowlist for a process without capabilities, less [DeniedSyscalls]. Providers render
+// default allowlist for a process without capabilities, less [DeniedSyscalls], with socket and
+// socketpair narrowed to [SocketFamilies]. Providers render
 // it (the namespace provider as a BPF program, the Docker provider as the profile it sends) and
 // add nothing to it. Calls of another ABI than the host's native one (i386 and x32 on amd64) are
 // refused whatever their number means there: a rule names a native call.
@@ -67,10 +95,11 @@ var Seccomp = sync.OnceValues(func() (SeccompPolicy, error) {
 			return p, fmt.Errorf("docker's default seccomp profile: action %s of %v", s.Action, s.Names)
 		}
 		for _, name := range s.Names {
-			if !slices.Contains(DeniedSyscalls, name) {
+			if !slices.Contains(dropped, name) {
 				p.Rules = append(p.Rules, SeccompRule{Name: name, Errno: errno, Args: s.Args})
 			}
 		}
 	}
+	p.Rules = append(p.Rules, socketRules()...)
 	return p, nil
 })

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
@@ -84,7 +85,9 @@ func (b *Buffer) String() string {
 }
 
 // BuildProgram builds the module's package pkg (say "cmd/worker") into dir with build tags, for
-// tests that run the real program, and returns the binary's path. It is meant for TestMain.
+// tests that run the real program, and returns the binary's path. It is meant for TestMain. The
+// binary is static (CGO_ENABLED=0), as a release is: the Docker provider runs the worker's
+// executable as its containers' init and refuses a dynamic one.
 func BuildProgram(dir, pkg string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
@@ -92,9 +95,48 @@ func BuildProgram(dir, pkg string, tags ...string) (string, error) {
 		args = append(args, "-tags", strings.Join(tags, ","))
 	}
 	build := exec.Command("go", append(args, "github.com/runfleet/runfleet/"+pkg)...)
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		return "", fmt.Errorf("build %s: %w", pkg, err)
 	}
 	return bin, nil
 }
+
+// envDockerInit hands a test process's static worker to the child processes it starts.
+const envDockerInit = "RUNFLEET_TEST_DOCKER_INIT"
+
+// DockerInit is a static worker executable for the Docker provider's Options.InitBinary: a test
+// binary is dynamically linked when cgo is on (always with -race), and the provider refuses such
+// an init. It is built once per test process, into a directory of this source tree's (so that
+// test processes of one tree share it and never take another tree's), and handed to child
+// processes through the environment.
+var DockerInit = sync.OnceValues(func() (string, error) {
+	if bin := os.Getenv(envDockerInit); bin != "" {
+		return bin, nil
+	}
+	work, err := exec.Command("go", "env", "GOWORK").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOWORK: %w", err)
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("runfleet-test-init-%x", sha256.Sum256(bytes.TrimSpace(work)))[:len("runfleet-test-init-")+16])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	built, err := BuildProgram(tmp, "cmd/worker")
+	if err != nil {
+		return "", err
+	}
+	// Renamed whole into place: test processes that build at once each see a complete binary.
+	bin := filepath.Join(dir, "worker")
+	if err := os.Rename(built, bin); err != nil {
+		return "", err
+	}
+	os.Setenv(envDockerInit, bin)
+	return bin, nil
+})

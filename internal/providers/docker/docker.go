@@ -1,10 +1,11 @@
 // Package docker runs each job in a fresh Docker container, never reused: network mode none, all
 // capabilities dropped, no-new-privileges, the seccomp policy of package sandbox, a read-only
 // root, size-limited tmpfs /workspace and /tmp, memory equal to memory+swap, a pids limit, a CPU
-// quota, user nobody, and no log kept. It attaches before start, so the payload travels on the
-// container's stdin and output is demultiplexed into pages as it comes.
+// quota, the program as user nobody, and no log kept. It attaches before start, so the payload
+// travels on the container's stdin and output is demultiplexed into pages as it comes.
 //
-// The container's pid 1 is the worker's own executable, bind-mounted read-only (see [Init]): it
+// The container's pid 1 is the worker's own executable, static, bind-mounted read-only and run as
+// root with only the capabilities it needs, a uid the program cannot signal (see [Init]): it
 // ends the container when the worker's attach connection closes, so a container never outlives
 // its worker by more than the daemon takes to pass that on. When the program ends, the init kills
 // what it left, ends the output with a marker only the worker knows and holds the container, so
@@ -24,12 +25,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -48,17 +51,28 @@ import (
 const (
 	LabelFleet  = "dev.runfleet.fleet"
 	LabelWorker = "dev.runfleet.worker"
+	// LabelDeadline is the latest time, in Unix seconds, the container may still be alive: its
+	// creation plus its worker's [Options.Lifetime]. Every worker's reaper honours it, whatever
+	// its own settings.
+	LabelDeadline = "dev.runfleet.deadline"
 )
+
+// DefaultLifetime is the default [Options.Lifetime].
+const DefaultLifetime = time.Hour
 
 // Options configure a [Provider].
 type Options struct {
-	Fleet       string        // label value that marks this fleet's containers; default "runfleet"
-	Worker      string        // label value that marks this worker's containers
-	User        string        // default "65534:65534"
-	InitBinary  string        // host path of the container init; default this process's executable
-	StateDir    string        // where the init's execute-only copy is kept; default $TMPDIR/runfleet-docker
-	KillWait    time.Duration // after a kill, how long Run waits for the daemon to confirm it; default 15s
-	CgroupRoot  string        // where the host mounts cgroups; default /sys/fs/cgroup
+	Fleet      string        // label value that marks this fleet's containers; default "runfleet"
+	Worker     string        // label value that marks this worker's containers
+	User       string        // the program's numeric uid:gid; default "65534:65534"
+	InitBinary string        // host path of the container init, a static executable; default this process's
+	StateDir   string        // where the init's execute-only copy is kept, owned by root; default DefaultStateDir
+	KillWait   time.Duration // after a kill, how long Run waits for the daemon to confirm it; default 15s
+	// Lifetime bounds a container's life: its longest wait in a pool, plus the largest timeout
+	// a job may have, plus a margin for the kill and the collection of its files. Default
+	// [DefaultLifetime].
+	Lifetime    time.Duration
+	CgroupRoot  string // where the host mounts cgroups; default /sys/fs/cgroup
 	DispatchLog sandbox.DispatchLog
 	Logger      *slog.Logger
 }
@@ -77,9 +91,10 @@ type Provider struct {
 	o   Options
 	log *slog.Logger
 
-	seccomp  string // profile JSON
-	uid, gid string // of the sandbox user, owner of /workspace
-	init     string // host path of the init binary
+	seccomp  string      // profile JSON
+	uid, gid string      // of the sandbox user, owner of /workspace
+	init     string      // host path of the init binary
+	initStat fs.FileInfo // of init when its content was verified
 	cg       cgroupLayout
 
 	mu   sync.Mutex
@@ -101,13 +116,26 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if !ok {
 		gid = uid
 	}
+	if u, err := strconv.ParseUint(uid, 10, 32); err != nil || u == 0 {
+		return nil, fmt.Errorf("user %q: want a numeric uid other than 0", o.User)
+	}
+	if _, err := strconv.ParseUint(gid, 10, 32); err != nil {
+		return nil, fmt.Errorf("user %q: want a numeric gid", o.User)
+	}
 	initBin := o.InitBinary
 	if initBin == "" {
 		if initBin, err = os.Executable(); err != nil {
 			return nil, fmt.Errorf("container init: %w", err)
 		}
 	}
-	if initBin, err = privateCopy(initBin, cmp.Or(o.StateDir, filepath.Join(os.TempDir(), "runfleet-docker"))); err != nil {
+	if err := checkStatic(initBin); err != nil {
+		return nil, fmt.Errorf("container init: %w", err)
+	}
+	if initBin, err = privateCopy(initBin, cmp.Or(o.StateDir, DefaultStateDir)); err != nil {
+		return nil, fmt.Errorf("container init: %w", err)
+	}
+	initStat, err := os.Lstat(initBin)
+	if err != nil {
 		return nil, fmt.Errorf("container init: %w", err)
 	}
 	c, err := client.New(client.FromEnv)
@@ -124,7 +152,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		return nil, fmt.Errorf("docker info: %w", err)
 	}
 	p := &Provider{c: c, o: o, log: cmp.Or(o.Logger, slog.Default()), live: map[string]string{},
-		seccomp: sc, uid: uid, gid: gid, init: initBin,
+		seccomp: sc, uid: uid, gid: gid, init: initBin, initStat: initStat,
 		cg: newCgroupLayout(cmp.Or(o.CgroupRoot, "/sys/fs/cgroup"), info.Info.CgroupDriver, info.Info.CgroupVersion, o.Fleet)}
 	if !p.cg.measures() {
 		p.log.Warn("docker cgroup driver is not cgroupfs: sandboxes report wall time only", "driver", info.Info.CgroupDriver)
@@ -185,15 +213,20 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 	if len(shape.Profile.Interpreter) == 0 {
 		return nil, fmt.Errorf("profile %s: no interpreter", shape.Profile.Name)
 	}
+	if err := p.checkInit(); err != nil {
+		return nil, err
+	}
 	res := resources(shape.Limits)
 	name := "sb-" + uuid.NewString()
 	created, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
-			Image:           shape.Profile.Image,
-			Entrypoint:      []string{initPath},
-			Cmd:             shape.Profile.Interpreter,
-			Env:             append(sandbox.BaseEnv(), initEnv...),
-			User:            p.o.User,
+			Image:      shape.Profile.Image,
+			Entrypoint: []string{initPath},
+			Cmd:        shape.Profile.Interpreter,
+			Env:        append(append(sandbox.BaseEnv(), initEnv...), envUser+"="+p.uid+":"+p.gid),
+			// The init runs as root with initCaps, a uid the program (started as p.o.User) cannot
+			// signal or trace.
+			User:            "0:0",
 			WorkingDir:      "/workspace",
 			AttachStdin:     true,
 			AttachStdout:    true,
@@ -203,11 +236,13 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 			NetworkDisabled: true,
 			Hostname:        "sandbox",
 			// No job: the container is made before its job is known, and labels cannot change.
-			Labels: map[string]string{LabelFleet: p.o.Fleet, LabelWorker: p.o.Worker},
+			Labels: map[string]string{LabelFleet: p.o.Fleet, LabelWorker: p.o.Worker,
+				LabelDeadline: strconv.FormatInt(time.Now().Add(cmp.Or(p.o.Lifetime, DefaultLifetime)).Unix(), 10)},
 		},
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
 			CapDrop:        []string{"ALL"},
+			CapAdd:         initCaps,
 			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + p.seccomp},
 			ReadonlyRootfs: true,
 			Tmpfs: map[string]string{
@@ -238,6 +273,21 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 		return nil, errors.Join(fmt.Errorf("start container: %w", err), s.Destroy(context.WithoutCancel(ctx)))
 	}
 	return s, nil
+}
+
+// checkInit makes sure the init copy is still the file whose content New verified: the same
+// inode, unchanged since (its ctime moves on any write, chmod or chown), so that a copy swapped or
+// rewritten after the start is never mounted. Only root can do either in the state directory.
+func (p *Provider) checkInit() error {
+	fi, err := os.Lstat(p.init)
+	if err != nil {
+		return fmt.Errorf("container init: %w", err)
+	}
+	was, now := p.initStat.Sys().(*syscall.Stat_t), fi.Sys().(*syscall.Stat_t)
+	if !os.SameFile(fi, p.initStat) || now.Ctim != was.Ctim || fi.Mode() != p.initStat.Mode() || now.Uid != was.Uid {
+		return fmt.Errorf("container init %s changed since it was verified", p.init)
+	}
+	return nil
 }
 
 type containerSandbox struct {
@@ -522,10 +572,10 @@ func (p *Provider) remove(ctx context.Context, id string) error {
 // Reap removes this fleet's containers that no live worker owns: those labelled with this
 // worker that it no longer tracks; those not running for more than a minute (a container's init
 // ends it when its worker is gone, waiting or running, so a dead worker's containers stop; one
-// never started is a worker that died between create and start); and any created more than
-// olderThan ago. It returns how many it removed. olderThan must exceed the longest a container
-// waits in a pool plus the longest job.
-func (p *Provider) Reap(ctx context.Context, olderThan time.Duration) (int, error) {
+// never started is a worker that died between create and start); and those past the deadline
+// their own worker wrote on them ([LabelDeadline]), never by this worker's settings, so workers
+// configured differently share a daemon. It returns how many it removed.
+func (p *Provider) Reap(ctx context.Context) (int, error) {
 	list, err := p.c.ContainerList(ctx, client.ContainerListOptions{All: true,
 		Filters: make(client.Filters).Add("label", LabelFleet+"="+p.o.Fleet)})
 	if err != nil {
@@ -541,7 +591,8 @@ func (p *Provider) Reap(ctx context.Context, olderThan time.Duration) (int, erro
 			continue
 		}
 		created := time.Unix(c.Created, 0)
-		if !(time.Since(created) > olderThan || c.Labels[LabelWorker] == p.o.Worker || p.stopped(ctx, c.ID, created)) {
+		mine := p.o.Worker != "" && c.Labels[LabelWorker] == p.o.Worker
+		if !(expired(c.Labels[LabelDeadline]) || mine || p.stopped(ctx, c.ID, created)) {
 			continue
 		}
 		if err := p.remove(ctx, c.ID); err != nil {
@@ -564,6 +615,13 @@ func (p *Provider) Reap(ctx context.Context, olderThan time.Duration) (int, erro
 		return false
 	}))
 	return n, errors.Join(errs...)
+}
+
+// expired reports whether a container's deadline label has passed; a container without one
+// (or with one this worker cannot read) is left to the other rules.
+func expired(deadline string) bool {
+	sec, err := strconv.ParseInt(deadline, 10, 64)
+	return err == nil && time.Now().After(time.Unix(sec, 0))
 }
 
 // stopped reports whether a container has not run for a minute: exited, dead, or created and

@@ -2,12 +2,12 @@ package docker_test
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -31,7 +31,11 @@ func image() string {
 func TestMain(m *testing.M) {
 	docker.Init()
 	providertest.ChildMain(func(ctx context.Context) (providertest.Env, func(), error) {
-		p, err := docker.New(ctx, docker.Options{Fleet: fleet, Worker: "providertest"})
+		initBin, err := testenv.DockerInit()
+		if err != nil {
+			return providertest.Env{}, nil, err
+		}
+		p, err := docker.New(ctx, docker.Options{Fleet: fleet, Worker: "providertest", InitBinary: initBin})
 		if err != nil {
 			return providertest.Env{}, nil, err
 		}
@@ -53,7 +57,8 @@ func newProvider(t testing.TB) (*docker.Provider, profile.Set) {
 // newProviderLogged is newProvider with a dispatch log at path.
 func newProviderLogged(t testing.TB, path string) (*docker.Provider, profile.Set) {
 	t.Helper()
-	p, err := docker.New(t.Context(), docker.Options{Fleet: fleet, Worker: "providertest", DispatchLog: sandbox.DispatchLog{Path: path}})
+	p, err := docker.New(t.Context(), docker.Options{Fleet: fleet, Worker: "providertest", DispatchLog: sandbox.DispatchLog{Path: path},
+		InitBinary: staticInit(t)})
 	if err != nil {
 		testenv.Missing(t, "docker daemon: %v", err)
 	}
@@ -63,6 +68,16 @@ func newProviderLogged(t testing.TB, path string) (*docker.Provider, profile.Set
 		testenv.Missing(t, "sandbox image (make image): %v", err)
 	}
 	return p, profiles
+}
+
+// staticInit is the static worker the provider runs as its containers' init.
+func staticInit(t testing.TB) string {
+	t.Helper()
+	bin, err := testenv.DockerInit()
+	if err != nil {
+		t.Fatalf("static worker for the container init: %v", err)
+	}
+	return bin
 }
 
 // containerLeft reports the container with id, if the daemon still has it, and its parent
@@ -90,7 +105,7 @@ func TestConformance(t *testing.T) {
 		Leftovers:     containerLeft,
 		DispatchLog:   dlog,
 	})
-	if n, err := p.Reap(t.Context(), 0); err != nil || n != 0 {
+	if n, err := p.Reap(t.Context()); err != nil || n != 0 {
 		t.Errorf("Reap() = %d, %v; want nothing left to reap", n, err)
 	}
 }
@@ -110,7 +125,7 @@ func TestKilledWorker(t *testing.T) {
 		return ""
 	})
 	// The dead worker's stopped container is the reaper's: no live worker tracks it.
-	if _, err := p.Reap(t.Context(), 0); err != nil {
+	if _, err := p.Reap(t.Context()); err != nil {
 		t.Errorf("Reap() error = %v", err)
 	}
 }
@@ -138,7 +153,7 @@ func TestFailedDestroyReaped(t *testing.T) {
 	if left := containerLeft(t, sb.ID()); left == "" {
 		t.Fatal("nothing left after a failed Destroy: the test cannot show the reaper")
 	}
-	if n, err := p.Reap(t.Context(), time.Hour); n != 1 || err != nil {
+	if n, err := p.Reap(t.Context()); n != 1 || err != nil {
 		t.Errorf("Reap() = %d, %v; want the container removed", n, err)
 	}
 	if left := containerLeft(t, sb.ID()); left != "" {
@@ -154,6 +169,41 @@ func TestInitUnreadable(t *testing.T) {
 		job.Request{Language: "python3", Code: "try:\n    print(len(open('/.runfleet/init', 'rb').read(64)))\nexcept OSError as e:\n    print(e.errno)"}, nil)
 	if r.Stdout != "13\n" {
 		t.Errorf("reading the init printed %q, want 13 (EACCES); stderr %q", r.Stdout, r.Stderr)
+	}
+}
+
+// TestInitIgnoresPreload: the program runs the init itself with LD_PRELOAD naming a library it
+// wrote, whose constructor would run inside the execute-only init and could copy it out of its
+// own memory. The init is static: no loader runs, and the library is never loaded.
+func TestInitIgnoresPreload(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		testenv.Missing(t, "gcc: %v", err)
+	}
+	dir := t.TempDir()
+	src := filepath.Join(dir, "preload.c")
+	lib := filepath.Join(dir, "preload.so")
+	if err := os.WriteFile(src, []byte("#include <fcntl.h>\n#include <unistd.h>\n"+
+		"__attribute__((constructor)) static void in_init(void) {\n"+
+		"\tint fd = open(\"/workspace/preloaded\", O_CREAT | O_WRONLY, 0644);\n\tif (fd >= 0) close(fd);\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v: %s", err, out)
+	}
+	so, err := os.ReadFile(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, profiles := newProvider(t)
+	// The library is a memfd: /workspace and /tmp are mounted noexec, a memfd is not.
+	code := "import base64, os, subprocess\n" +
+		"fd = os.memfd_create('preload', 0)\nos.write(fd, base64.b64decode('" + base64.StdEncoding.EncodeToString(so) + "'))\n" +
+		"subprocess.run(['/.runfleet/init', '/usr/bin/true'], env={'LD_PRELOAD': '/proc/self/fd/%d' % fd}, pass_fds=[fd], stderr=subprocess.DEVNULL)\n" +
+		"print('preloaded' if os.path.exists('/workspace/preloaded') else 'not loaded')"
+	r := providertest.Exec(t.Context(), t, providertest.Env{Provider: p, Profiles: profiles}, job.Request{Language: "python3", Code: code}, nil)
+	if r.Stdout != "not loaded\n" {
+		t.Errorf("a job preloading a library into the init printed %q, want %q; stderr %q", r.Stdout, "not loaded\n", r.Stderr)
 	}
 }
 
@@ -191,14 +241,15 @@ func BenchmarkSteps(b *testing.B) {
 	b.Run("nodejs", func(b *testing.B) { providertest.BenchSteps(b, e, "nodejs", "0") })
 }
 
-// TestMachineryOutOfStderr: a container init that crashes while the program runs (here: SIGQUIT,
-// on which the Go runtime dumps its goroutines; a program that used up the pids limit can make
-// the init fail to start a thread the same way) writes nothing into the job's stderr.
+// TestMachineryOutOfStderr: a container init that fails while the program runs (here: on a
+// stdin frame it does not know, which it reports on its own stderr; a program that used up the
+// pids limit can make the Go runtime's crash report land there too) writes nothing into the
+// job's stderr. The init ignores signals such as SIGQUIT, so a frame is what breaks it.
 func TestMachineryOutOfStderr(t *testing.T) {
 	p, profiles := newProvider(t)
 	providertest.RunMachineryOutOfStderr(t, providertest.Env{Provider: p, Profiles: profiles}, func(t *testing.T, sb sandbox.Sandbox) {
-		if out, err := exec.Command("docker", "kill", "-s", "QUIT", sb.ID()).CombinedOutput(); err != nil {
-			t.Fatalf("docker kill -s QUIT: %v: %s", err, out)
+		if err := docker.BreakInit(sb); err != nil {
+			t.Fatalf("BreakInit() error = %v", err)
 		}
 	})
 }

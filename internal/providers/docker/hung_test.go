@@ -104,7 +104,7 @@ func TestHungDaemon(t *testing.T) {
 	f := startFreezer(t, "/var/run/docker.sock")
 	t.Setenv("DOCKER_HOST", "unix://"+f.ln.Addr().String())
 	const killWait = 2 * time.Second
-	p, err := docker.New(t.Context(), docker.Options{Fleet: fleet, KillWait: killWait})
+	p, err := docker.New(t.Context(), docker.Options{Fleet: fleet, KillWait: killWait, InitBinary: staticInit(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

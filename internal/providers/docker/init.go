@@ -7,11 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -26,6 +30,14 @@ const initPath = "/.runfleet/init"
 // initEnv is the init's own environment, which the program does not inherit. GORACE: a
 // race-enabled build (tests) would otherwise sleep a second in its exit.
 var initEnv = []string{"GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"}
+
+// envUser names, in the init's environment, the uid:gid the program runs as.
+const envUser = "RUNFLEET_INIT_USER"
+
+// initCaps are the capabilities a container starts with (all others dropped), for its init: it
+// drops CAP_SETPCAP after emptying the bounding set, and keeps CAP_KILL (to end the program's
+// processes, of another uid) and CAP_SETUID/CAP_SETGID (to start the program as its user).
+var initCaps = []string{"KILL", "SETUID", "SETGID", "SETPCAP"}
 
 // Frames of a container's stdin: a kind byte, a big-endian uint32 length, the data.
 const (
@@ -59,7 +71,20 @@ func Init() {
 }
 
 func runInit(argv []string) (int, error) {
-	// Not dumpable: the program, of the same uid, cannot read the init's memory or environment.
+	// The program is forked from this thread, whose bounding set dropCaps empties.
+	runtime.LockOSThread()
+	// Every catchable signal but the worker's SIGUSR1 is ignored: Go's default handlers would end
+	// pid 1, and with it the container, leaving the job's outcome unknown. The program runs as
+	// another uid and cannot signal the init at all; this holds even if it could.
+	signal.Ignore(ignoredSignals()...)
+	cred, err := programUser()
+	if err != nil {
+		return 1, err
+	}
+	if err := dropCaps(); err != nil {
+		return 1, err
+	}
+	// Not dumpable: the program cannot read the init's memory or environment.
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return 1, fmt.Errorf("dumpable: %w", err)
 	}
@@ -71,14 +96,17 @@ func runInit(argv []string) (int, error) {
 	if err != nil {
 		return 1, err
 	}
-	env := slices.DeleteFunc(os.Environ(), func(v string) bool { return slices.Contains(initEnv, v) })
+	env := slices.DeleteFunc(os.Environ(), func(v string) bool {
+		return slices.Contains(initEnv, v) || strings.HasPrefix(v, envUser+"=")
+	})
 	progErr, err := keepStderrForProgram()
 	if err != nil {
 		return 1, err
 	}
 	// The init keeps its copy of the container's stderr only to end it with the marker.
 	errOut := os.NewFile(uintptr(progErr), "stderr")
-	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{r.Fd(), 1, errOut.Fd()}})
+	pid, err := syscall.ForkExec(path, argv, &syscall.ProcAttr{Env: env, Files: []uintptr{r.Fd(), 1, errOut.Fd()},
+		Sys: &syscall.SysProcAttr{Credential: cred}})
 	if err != nil {
 		return 127, fmt.Errorf("exec %s: %w", argv[0], err)
 	}
@@ -126,6 +154,51 @@ func runInit(argv []string) (int, error) {
 		return 128 + int(ws.Signal()), nil
 	}
 	return ws.ExitStatus(), nil
+}
+
+// ignoredSignals are the signals the init ignores: all but SIGUSR1 (the worker's), those that
+// cannot be caught, and those whose default is to do nothing (SIGCHLD ignored would reap the
+// program before the init can take its status).
+func ignoredSignals() []os.Signal {
+	var out []os.Signal
+	for sig := syscall.Signal(1); sig < 32; sig++ {
+		switch sig {
+		case syscall.SIGUSR1, syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG, syscall.SIGWINCH:
+			continue
+		}
+		out = append(out, sig)
+	}
+	return out
+}
+
+// programUser is the uid and gid the program runs as, with no supplementary groups.
+func programUser() (*syscall.Credential, error) {
+	v := os.Getenv(envUser)
+	u, g, ok := strings.Cut(v, ":")
+	uid, uerr := strconv.ParseUint(u, 10, 32)
+	gid, gerr := strconv.ParseUint(g, 10, 32)
+	if !ok || uerr != nil || gerr != nil || uid == 0 {
+		return nil, fmt.Errorf("program user %q: want uid:gid, uid not 0", v)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}, nil
+}
+
+// dropCaps empties the bounding set of this thread, which the program inherits, and keeps only
+// CAP_KILL, CAP_SETUID and CAP_SETGID: the program's uid change clears those, and
+// no-new-privileges keeps it from regaining any.
+func dropCaps() error {
+	for c := 0; c <= 63; c++ {
+		if err := unix.Prctl(unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0); err != nil && err != unix.EINVAL {
+			return fmt.Errorf("drop capability %d: %w", c, err)
+		}
+	}
+	keep := uint32(1)<<unix.CAP_KILL | uint32(1)<<unix.CAP_SETUID | uint32(1)<<unix.CAP_SETGID
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	data := [2]unix.CapUserData{{Effective: keep, Permitted: keep}}
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }
 
 // keepStderrForProgram returns a copy of the container's stderr for the program, and points the
@@ -199,9 +272,17 @@ func relayStdin(w *os.File, in io.Reader, hold *holdMarker) error {
 	}
 }
 
+// DefaultStateDir is where the init's private copy is kept by default: under /run, which only
+// root may write.
+const DefaultStateDir = "/run/runfleet/docker"
+
 // privateCopy copies the init binary at path into dir, named by its content, execute-only: the
 // sandbox user may run it as the container's init but not read it. Workers of one host share
-// the copy; each writes it whole under a temporary name first.
+// the copy; each writes it whole under a temporary name first. Every component of dir must be a
+// real directory owned by this process's user and writable by no one else (a root-owned sticky
+// ancestor such as /tmp excepted), so that no other user can make, swap or write the copy; an
+// existing copy is used only when it is such a file and its whole content hashes to its name,
+// and is replaced otherwise.
 func privateCopy(path, dir string) (string, error) {
 	// Streamed, never read whole: the worker's binary is tens of MiB, which a worker's heap
 	// would otherwise hold until the scavenger returns it.
@@ -210,17 +291,16 @@ func privateCopy(path, dir string) (string, error) {
 		return "", err
 	}
 	defer src.Close()
-	h := sha256.New()
-	size, err := io.Copy(h, src)
+	sum, err := hashOf(src)
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o711); err != nil {
+	if err := secureDir(dir); err != nil {
 		return "", err
 	}
-	dst := filepath.Join(dir, "init-"+hex.EncodeToString(h.Sum(nil)[:8]))
-	if fi, err := os.Stat(dst); err == nil && fi.Mode().Perm() == 0o711 && fi.Size() == size {
-		return dst, nil
+	dst := filepath.Join(dir, "init-"+sum[:16])
+	if ok, err := verifiedCopy(dst, sum); err != nil || ok {
+		return dst, err
 	}
 	if _, err := src.Seek(0, io.SeekStart); err != nil {
 		return "", err
@@ -234,7 +314,82 @@ func privateCopy(path, dir string) (string, error) {
 	if err := errors.Join(werr, tmp.Chmod(0o711), tmp.Close()); err != nil {
 		return "", err
 	}
+	// A rename replaces whatever was at dst (a symlink, a foreign file), never writes through it.
 	return dst, os.Rename(tmp.Name(), dst)
+}
+
+func hashOf(r io.Reader) (string, error) {
+	h := sha256.New()
+	if _, err := io.Copy(h, r); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// verifiedCopy reports whether dst is a regular file owned by this process's user, mode 0711,
+// whose content hashes to sum. A missing or different dst is false, to be replaced.
+func verifiedCopy(dst, sum string) (bool, error) {
+	f, err := os.OpenFile(dst, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return false, nil // missing, a symlink, or unreadable: written anew
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o711 || !ownedBySelf(fi) {
+		return false, nil
+	}
+	got, err := hashOf(f)
+	if err != nil {
+		return false, err
+	}
+	return got == sum, nil
+}
+
+// secureDir makes dir and any missing parent (mode 0711) and checks every component of it: a
+// directory, not a symlink, owned by this process's user, writable by no one else. A root-owned
+// sticky directory (/tmp) may be an ancestor, since no one else can rename or remove what root
+// made in it; dir itself may not be one.
+func secureDir(dir string) error {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	path := "/"
+	parts := strings.Split(strings.TrimPrefix(dir, "/"), "/")
+	for i, part := range append([]string{""}, parts...) {
+		path = filepath.Join(path, part)
+		fi, err := os.Lstat(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := os.Mkdir(path, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			fi, err = os.Lstat(path)
+		}
+		if err != nil {
+			return err
+		}
+		switch st := fi.Sys().(*syscall.Stat_t); {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return fmt.Errorf("state directory %s: %s is a symlink", dir, path)
+		case !fi.IsDir():
+			return fmt.Errorf("state directory %s: %s is not a directory", dir, path)
+		case fi.Mode().Perm()&0o022 != 0 && !(fi.Mode()&fs.ModeSticky != 0 && st.Uid == 0 && i < len(parts)):
+			return fmt.Errorf("state directory %s: %s is writable by group or others (mode %v)", dir, path, fi.Mode())
+		case !ownedBySelf(fi) && st.Uid != 0:
+			return fmt.Errorf("state directory %s: %s is owned by uid %d", dir, path, st.Uid)
+		case i == len(parts) && !ownedBySelf(fi):
+			return fmt.Errorf("state directory %s: owned by uid %d, not this process's", dir, st.Uid)
+		}
+	}
+	return nil
+}
+
+func ownedBySelf(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Geteuid()
 }
 
 // frameWriter writes data frames to a container's stdin.

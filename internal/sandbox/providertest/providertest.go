@@ -194,6 +194,7 @@ func Run(t *testing.T, e Env) {
 	}()
 	t.Run("contract", func(t *testing.T) { runContract(ctx, t, e) })
 	t.Run("escape", func(t *testing.T) { runEscape(ctx, t, e) })
+	t.Run("hostile", func(t *testing.T) { runHostile(ctx, t, e) })
 	t.Run("fresh", func(t *testing.T) { runFresh(ctx, t, e) })
 	t.Run("files", func(t *testing.T) { runFiles(ctx, t, e) })
 	t.Run("pool past", func(t *testing.T) { runPoolPast(ctx, t, e) })
