@@ -20,9 +20,10 @@ type StreamOptions struct {
 	ControlMaxAge time.Duration // default 24 h
 	Replicas      int           // default 1; an existing stream with fewer is raised to it
 
-	// ArtifactsMaxBytes bounds the artifacts bucket: a put past it fails and nothing stored is
-	// dropped. Zero gives a bucket this creates DefaultArtifactsMaxBytes and leaves an existing
-	// one's bound alone; the worker sets it (--artifacts-max-bytes), also on an existing bucket.
+	// ArtifactsMaxBytes bounds the artifacts bucket, new or existing: a put past it fails and
+	// nothing stored is dropped. JetStream reserves it on the servers, which must have room. Zero
+	// leaves the bound to the workers, which set it at start (--artifacts-max-bytes, default
+	// DefaultArtifactsMaxBytes).
 	ArtifactsMaxBytes int64
 
 	// ExpiryMarkers is how long the results stream keeps a marker on a job's subjects once its
@@ -31,7 +32,7 @@ type StreamOptions struct {
 	ExpiryMarkers time.Duration
 }
 
-// DefaultArtifactsMaxBytes is the artifacts bucket's bound when none is given: 10 GiB.
+// DefaultArtifactsMaxBytes is the default of the worker's --artifacts-max-bytes: 10 GiB.
 const DefaultArtifactsMaxBytes = 10 << 30
 
 // StreamConfigs returns the configurations of the three streams of s.
@@ -106,7 +107,7 @@ func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects
 		TTL:         cmp.Or(o.ResultsMaxAge, 24*time.Hour),
 		Storage:     jetstream.FileStorage,
 		Replicas:    cmp.Or(o.Replicas, 1),
-		MaxBytes:    cmp.Or(o.ArtifactsMaxBytes, DefaultArtifactsMaxBytes),
+		MaxBytes:    cmp.Or(o.ArtifactsMaxBytes, -1),
 	}
 	_, err := js.ObjectStore(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -115,7 +116,7 @@ func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects
 			err = nil // another worker made it meanwhile
 		}
 		if err != nil {
-			return fmt.Errorf("create bucket %s: %w", cfg.Bucket, err)
+			return fmt.Errorf("create bucket %s: %w", cfg.Bucket, storageHint(err))
 		}
 		return nil
 	}
@@ -132,9 +133,22 @@ func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects
 	}
 	sc.MaxBytes, sc.Replicas = o.ArtifactsMaxBytes, max(sc.Replicas, cfg.Replicas)
 	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		return fmt.Errorf("bound bucket %s to %d bytes: %w", cfg.Bucket, o.ArtifactsMaxBytes, err)
+		return fmt.Errorf("bound bucket %s to %d bytes: %w", cfg.Bucket, o.ArtifactsMaxBytes, storageHint(err))
 	}
 	return nil
+}
+
+// errCodeInsufficientResources is nats-server's JSInsufficientResourcesErr, which nats.go does
+// not name.
+const errCodeInsufficientResources jetstream.ErrorCode = 10047
+
+// storageHint says what to change when a server has no room for a bound it must reserve.
+func storageHint(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInsufficientResources {
+		return fmt.Errorf("%w (lower the bound, or give the NATS servers more JetStream storage)", err)
+	}
+	return err
 }
 
 // raiseReplicas updates st to replicas when it has fewer, keeping every other setting.

@@ -2,6 +2,7 @@ package artifact_test
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,7 +29,8 @@ func TestCollectBucketFull(t *testing.T) {
 	}
 }
 
-// The worker's bound applies to a bucket made before it, and to a new one.
+// A bucket a client made has no bound until a worker starts: the worker's bound applies to it,
+// and a later start that sets none keeps it. A server without room for a bound says so.
 func TestArtifactsBound(t *testing.T) {
 	n, _, s := newBucket(t)
 	js, err := jetstream.New(n.Conn())
@@ -42,8 +44,8 @@ func TestArtifactsBound(t *testing.T) {
 		}
 		return st.CachedInfo().Config.MaxBytes
 	}
-	if got := bound(); got != runfleet.DefaultArtifactsMaxBytes {
-		t.Errorf("new bucket's MaxBytes = %d, want %d", got, runfleet.DefaultArtifactsMaxBytes)
+	if got := bound(); got != -1 {
+		t.Errorf("client-made bucket's MaxBytes = %d, want -1", got)
 	}
 	if err := runfleet.EnsureStreams(t.Context(), js, s, runfleet.StreamOptions{ArtifactsMaxBytes: 1 << 20}); err != nil {
 		t.Fatal(err)
@@ -56,5 +58,9 @@ func TestArtifactsBound(t *testing.T) {
 	}
 	if got := bound(); got != 1<<20 {
 		t.Errorf("MaxBytes = %d after a start that sets none, want %d kept", got, 1<<20)
+	}
+	err = runfleet.EnsureStreams(t.Context(), js, s, runfleet.StreamOptions{ArtifactsMaxBytes: 1 << 60})
+	if err == nil || !strings.Contains(err.Error(), "more JetStream storage") {
+		t.Errorf("EnsureStreams(1 EiB) error = %v, want one that says the servers lack room", err)
 	}
 }
