@@ -21,6 +21,12 @@ import (
 // chunkSubjects returns the nuids that hold chunks in the artifacts bucket.
 func chunkSubjects(t testing.TB, n *testenv.NATS, s job.Subjects) []string {
 	t.Helper()
+	return slices.Sorted(maps.Keys(chunkCounts(t, n, s)))
+}
+
+// chunkCounts returns how many chunks each nuid of the artifacts bucket holds.
+func chunkCounts(t testing.TB, n *testenv.NATS, s job.Subjects) map[string]uint64 {
+	t.Helper()
 	js, err := jetstream.New(n.Conn())
 	if err != nil {
 		t.Fatal(err)
@@ -34,16 +40,15 @@ func chunkSubjects(t testing.TB, n *testenv.NATS, s job.Subjects) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var nuids []string
-	for subj := range maps.Keys(info.State.Subjects) {
-		nuids = append(nuids, strings.TrimPrefix(subj, prefix))
+	counts := map[string]uint64{}
+	for subj, n := range info.State.Subjects {
+		counts[strings.TrimPrefix(subj, prefix)] = n
 	}
-	slices.Sort(nuids)
-	return nuids
+	return counts
 }
 
-// stallingReader gives n bytes, then blocks until ctx ends and gives more: a put whose worker
-// was cut off half way.
+// stallingReader gives n bytes, then blocks until ctx ends: a put whose worker was cut off half
+// way.
 type stallingReader struct {
 	ctx  context.Context
 	left int
@@ -52,7 +57,7 @@ type stallingReader struct {
 func (r *stallingReader) Read(p []byte) (int, error) {
 	if r.left <= 0 {
 		<-r.ctx.Done()
-		return copy(p, "late"), nil
+		return 0, r.ctx.Err()
 	}
 	n := min(len(p), r.left)
 	r.left -= n
@@ -80,7 +85,12 @@ func TestPurgeOrphans(t *testing.T) {
 		_, err := store.Put(ctx, jetstream.ObjectMeta{Name: "j/2/cut.txt"}, r)
 		done <- err
 	}()
-	testenv.WaitFor(t, 30*time.Second, "the cut put's chunks stored", func() bool { return len(chunkSubjects(t, n, s)) == 2 })
+	// 300 KiB is three chunks of 128 KiB.
+	testenv.WaitFor(t, 30*time.Second, "the cut put's three chunks stored", func() bool {
+		counts := chunkCounts(t, n, s)
+		delete(counts, kept.NUID)
+		return len(counts) == 1 && slices.Collect(maps.Values(counts))[0] == 3
+	})
 	cancel()
 	if err := <-done; err == nil {
 		t.Fatal("Put() = nil error after its context ended")
@@ -110,7 +120,9 @@ func TestPurgeOrphans(t *testing.T) {
 	if err != nil || purged != 2 {
 		t.Errorf("PurgeOrphans() = %d, %v; want 2", purged, err)
 	}
-	if got, want := chunkSubjects(t, n, s), []string{kept.NUID, "stillWriting00000000002"}; !slices.Equal(got, want) {
+	want := []string{kept.NUID, "stillWriting00000000002"}
+	slices.Sort(want)
+	if got := chunkSubjects(t, n, s); !slices.Equal(got, want) {
 		t.Errorf("chunk subjects = %q, want %q", got, want)
 	}
 	b, err := store.GetBytes(t.Context(), "j/1/kept.txt")
