@@ -1,14 +1,17 @@
 package runner_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
@@ -149,5 +152,36 @@ func TestArtifactsBucketFull(t *testing.T) {
 	b, err := store.GetBytes(t.Context(), r.st.Artifacts[0].Object)
 	if err != nil || len(b) != 262144 {
 		t.Errorf("GetBytes(a.bin) = %d bytes, %v; want 262144", len(b), err)
+	}
+}
+
+// stallingFiles makes sandboxes whose files take forever to read: a workspace that a job made
+// slow to walk, or a store that hangs.
+type stallingFiles struct{ sandbox.Provider }
+
+func (p stallingFiles) Create(ctx context.Context, shape sandbox.Shape) (sandbox.Sandbox, error) {
+	sb, err := p.Provider.Create(ctx, shape)
+	if err != nil {
+		return nil, err
+	}
+	return stallingSandbox{sb}, nil
+}
+
+type stallingSandbox struct{ sandbox.Sandbox }
+
+func (stallingSandbox) ReadFiles(ctx context.Context, _ func(string) bool, _ func(string, int64, io.Reader) error) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Collection has a budget inside the settle budget: a collection that never ends still leaves
+// the job time to settle, with artifacts_truncated.
+func TestArtifactsCollectionBudget(t *testing.T) {
+	f := newFleet(t)
+	p, _ := f.provider(false)
+	f.startWorker(workerOpts{provider: stallingFiles{p}})
+	r := f.run(job.Request{Language: "python3", Code: "open('a.txt', 'w').write('a')", Outputs: []string{"*.txt"}})
+	if r.st.Status != job.StatusSucceeded || !r.st.ArtifactsTruncated || len(r.st.Artifacts) != 0 {
+		t.Errorf("settlement = %+v, want succeeded, no artifacts, artifacts truncated", r.st)
 	}
 }
