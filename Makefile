@@ -54,6 +54,7 @@ bench: build ## every benchmark once, so they keep compiling and running
 
 fuzz: ## the request decoder's fuzz target, briefly
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./job/
+	$(GO) test -run '^$$' -fuzz FuzzMatchOutput -fuzztime 15s ./job/
 
 test: deps lint build unit bench fuzz deploy-test ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz, the deployment
 

@@ -20,11 +20,20 @@ type StreamOptions struct {
 	ControlMaxAge time.Duration // default 24 h
 	Replicas      int           // default 1; an existing stream with fewer is raised to it
 
+	// ArtifactsMaxBytes bounds the artifacts bucket, new or existing: a put past it fails and
+	// nothing stored is dropped. JetStream reserves it on the servers, which must have room. Zero
+	// leaves the bound to the workers, which set it at start (--artifacts-max-bytes, default
+	// DefaultArtifactsMaxBytes).
+	ArtifactsMaxBytes int64
+
 	// ExpiryMarkers is how long the results stream keeps a marker on a job's subjects once its
 	// results aged out, so that a lookup says [ErrExpired] rather than [ErrNotFound] for about as
 	// long as the fleet keeps the job's record; default 6 days (7 days less the 24 h MaxAge).
 	ExpiryMarkers time.Duration
 }
+
+// DefaultArtifactsMaxBytes is the default of the worker's --artifacts-max-bytes: 10 GiB.
+const DefaultArtifactsMaxBytes = 10 << 30
 
 // StreamConfigs returns the configurations of the three streams of s.
 func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
@@ -89,7 +98,8 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, 
 
 // ensureArtifacts creates the artifacts bucket when it is missing, its objects living as long as
 // the results that list them; an existing bucket keeps its settings but for replicas, raised as a
-// stream's are.
+// stream's are, and its bound when o sets one. An object store discards new writes, so a bound
+// lowered below what the bucket holds refuses puts until it drains and never drops an object.
 func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects, o StreamOptions) error {
 	cfg := jetstream.ObjectStoreConfig{
 		Bucket:      s.ArtifactsBucket(),
@@ -97,6 +107,7 @@ func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects
 		TTL:         cmp.Or(o.ResultsMaxAge, 24*time.Hour),
 		Storage:     jetstream.FileStorage,
 		Replicas:    cmp.Or(o.Replicas, 1),
+		MaxBytes:    cmp.Or(o.ArtifactsMaxBytes, -1),
 	}
 	_, err := js.ObjectStore(ctx, cfg.Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
@@ -105,7 +116,7 @@ func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects
 			err = nil // another worker made it meanwhile
 		}
 		if err != nil {
-			return fmt.Errorf("create bucket %s: %w", cfg.Bucket, err)
+			return fmt.Errorf("create bucket %s: %w", cfg.Bucket, storageHint(err))
 		}
 		return nil
 	}
@@ -116,7 +127,28 @@ func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
 	}
-	return raiseReplicas(ctx, js, st, cfg.Replicas)
+	sc := st.CachedInfo().Config
+	if o.ArtifactsMaxBytes == 0 || sc.MaxBytes == o.ArtifactsMaxBytes {
+		return raiseReplicas(ctx, js, st, cfg.Replicas)
+	}
+	sc.MaxBytes, sc.Replicas = o.ArtifactsMaxBytes, max(sc.Replicas, cfg.Replicas)
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("bound bucket %s to %d bytes: %w", cfg.Bucket, o.ArtifactsMaxBytes, storageHint(err))
+	}
+	return nil
+}
+
+// errCodeInsufficientResources is nats-server's JSInsufficientResourcesErr, which nats.go does
+// not name.
+const errCodeInsufficientResources jetstream.ErrorCode = 10047
+
+// storageHint says what to change when a server has no room for a bound it must reserve.
+func storageHint(err error) error {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInsufficientResources {
+		return fmt.Errorf("%w (lower the bound, or give the NATS servers more JetStream storage)", err)
+	}
+	return err
 }
 
 // raiseReplicas updates st to replicas when it has fewer, keeping every other setting.

@@ -55,27 +55,55 @@ func checkOutputs(patterns []string) error {
 // MatchOutput reports whether the slash-separated path name, relative to /workspace, matches
 // pattern: path.Match per path element, and an element "**" matches any number of elements,
 // none included. A pattern is matched after path.Clean, so "./out/*.png" is "out/*.png".
+//
+// It takes at most len(pattern elements) × len(name elements) element matches whatever the
+// pattern (G11): a pattern comes from an untrusted request and is matched by the worker.
 func MatchOutput(pattern, name string) bool {
-	return matchParts(strings.Split(path.Clean(pattern), "/"), strings.Split(name, "/"))
+	return matchParts(outputParts(pattern), strings.Split(name, "/"))
 }
 
-func matchParts(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			for i := 0; i <= len(name); i++ {
-				if matchParts(pat[1:], name[i:]) {
-					return true
-				}
-			}
-			return false
+// outputParts is pattern's elements with each run of "**" made one: "**/**" matches what "**"
+// does.
+func outputParts(pattern string) []string {
+	parts := strings.Split(path.Clean(pattern), "/")
+	out := parts[:0]
+	for _, p := range parts {
+		if p == "**" && len(out) > 0 && out[len(out)-1] == "**" {
+			continue
 		}
-		if len(name) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], name[0]); !ok {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
+		out = append(out, p)
 	}
-	return len(name) == 0
+	return out
+}
+
+// matchParts matches element by element and, on a mismatch, gives the last "**" seen one more
+// element and resumes after it. Only the last "**" needs retrying: whatever an earlier one
+// took, the last one can take instead, so no choice is tried twice.
+func matchParts(pat, name []string) bool {
+	p, n := 0, 0
+	star, next := -1, 0 // the last "**" and the first name element not yet given to it
+	for n < len(name) {
+		switch {
+		case p < len(pat) && pat[p] == "**":
+			star, next = p, n
+			p++
+		case p < len(pat) && matchElement(pat[p], name[n]):
+			p++
+			n++
+		case star >= 0:
+			next++
+			p, n = star+1, next
+		default:
+			return false
+		}
+	}
+	for p < len(pat) && pat[p] == "**" {
+		p++
+	}
+	return p == len(pat)
+}
+
+func matchElement(pattern, name string) bool {
+	ok, _ := path.Match(pattern, name)
+	return ok
 }

@@ -49,6 +49,7 @@ type config struct {
 	maxTimeout                                               time.Duration
 	maxFailures, streamReplicas                              int
 	hook                                                     func() func(phase string)
+	artifactsMaxBytes                                        byteSize
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
@@ -78,6 +79,8 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.IntVar(&c.maxFailures, "max-failures", 5, "pre-dispatch failures before a job settles error")
 	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the fleet's streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
 	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
+	c.artifactsMaxBytes = runfleet.DefaultArtifactsMaxBytes
+	fs.Var(&c.artifactsMaxBytes, "artifacts-max-bytes", "bound of the artifacts bucket (KiB, MiB, GiB, TiB); a put past it fails, nothing stored is dropped")
 	c.hook = faultHook(fs)
 	return fs, c
 }
@@ -102,6 +105,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("--warm-refills %d: want at least 1", c.warmRefills)
 	case c.warmMaxAge <= 0:
 		return fmt.Errorf("--warm-max-age %v: want a positive duration", c.warmMaxAge)
+	case c.artifactsMaxBytes <= 0:
+		return fmt.Errorf("--artifacts-max-bytes %v: want a positive size", &c.artifactsMaxBytes)
 	}
 	if c.warm == -1 {
 		c.warm = c.concurrency
@@ -164,7 +169,8 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
-	if err := runfleet.EnsureStreams(startCtx, js, subjects, runfleet.StreamOptions{Replicas: c.streamReplicas}); err != nil {
+	if err := runfleet.EnsureStreams(startCtx, js, subjects, runfleet.StreamOptions{Replicas: c.streamReplicas,
+		ArtifactsMaxBytes: int64(c.artifactsMaxBytes)}); err != nil {
 		return err
 	}
 	ropts, err := redis.ParseURL(c.redisURL)

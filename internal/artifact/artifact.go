@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -57,6 +58,12 @@ func Collect(ctx context.Context, sb sandbox.FileReader, store Store, j Job) (Re
 	var names []string
 	var total int64
 	err := sb.ReadFiles(ctx, func(p string) bool { return matchAny(j.Outputs, p) }, func(p string, size int64, _ io.Reader) error {
+		if !utf8.ValidString(p) {
+			// Settlements are JSON, which would list the name with U+FFFD: an object nobody can
+			// fetch by the name listed, and two names that differ in the bad bytes listed as one.
+			res.Truncated = true
+			return nil
+		}
 		if int64(len(chosen)) >= j.MaxFiles || total+size > j.MaxBytes {
 			res.Truncated = true
 			return fs.SkipAll
@@ -66,6 +73,10 @@ func Collect(ctx context.Context, sb sandbox.FileReader, store Store, j Job) (Re
 		names = append(names, job.ArtifactObject(j.ID, j.Attempt, p))
 		return nil
 	})
+	if errors.Is(err, sandbox.ErrWalkBound) {
+		// A bound of the job's own making, as artifact_files is: keep what came before it.
+		res.Truncated, err = true, nil
+	}
 	if err != nil {
 		res.Truncated = true
 		return res, fmt.Errorf("collect artifacts of %s: %w", j.ID, err)
@@ -99,6 +110,9 @@ func Collect(ctx context.Context, sb sandbox.FileReader, store Store, j Job) (Re
 		res.Artifacts = append(res.Artifacts, job.Artifact{Path: p, Size: size, SHA256: hex.EncodeToString(h.Sum(nil)), Object: name})
 		return nil
 	})
+	if errors.Is(err, sandbox.ErrWalkBound) {
+		err = nil // after every chosen file, as before: the count below says
+	}
 	if err == nil && len(res.Artifacts) != len(chosen) {
 		err = fmt.Errorf("%d of %d files left the workspace", len(chosen)-len(res.Artifacts), len(chosen))
 	}

@@ -51,13 +51,18 @@ func newWorkspace(t testing.TB, files map[string][]byte) workspace {
 // newBucket makes the fleet's streams and bucket on a real JetStream, as a worker does.
 func newBucket(t testing.TB) (*testenv.NATS, jetstream.ObjectStore, job.Subjects) {
 	t.Helper()
+	return newBucketWith(t, runfleet.StreamOptions{})
+}
+
+func newBucketWith(t testing.TB, so runfleet.StreamOptions) (*testenv.NATS, jetstream.ObjectStore, job.Subjects) {
+	t.Helper()
 	n := testenv.StartNATS(t)
 	js, err := jetstream.New(n.Conn())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, _ := job.NewSubjects("")
-	if err := runfleet.EnsureStreams(t.Context(), js, s, runfleet.StreamOptions{}); err != nil {
+	if err := runfleet.EnsureStreams(t.Context(), js, s, so); err != nil {
 		t.Fatal(err)
 	}
 	store, err := js.ObjectStore(t.Context(), s.ArtifactsBucket())

@@ -7,7 +7,11 @@
 //     in path order, never through a link; what is read is streamed into the bucket, so memory
 //     stays bounded whatever the files' size.
 //   - artifact_files and artifact_bytes bound what is kept: the first file that would pass either
-//     ends the collection, and the settlement says artifacts_truncated.
+//     ends the collection, and the settlement says artifacts_truncated. So do the walk's own
+//     bounds (sandbox.MaxWalkDepth, sandbox.MaxWalkEntries): the files before them are kept.
+//   - Every listed object can be fetched by the name listed: a file whose path is not valid
+//     UTF-8 is skipped (JSON would list it with U+FFFD) and the settlement says
+//     artifacts_truncated.
 //   - Before its puts the attempt records the names of every object it will store in its
 //     manifest, the object <job>/<attempt> (never an artifact's name: a path is not empty), and
 //     before each put it checks that its lease is valid, as for pages. So whoever settles the job

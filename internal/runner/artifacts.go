@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -14,9 +15,13 @@ import (
 
 // bucket is the fleet's artifacts bucket, opened once.
 type bucket struct {
-	mu    sync.Mutex
-	store jetstream.ObjectStore
+	mu        sync.Mutex
+	store     jetstream.ObjectStore
+	nextPurge time.Time // of orphan chunks
 }
+
+// orphanEvery is how often a runner looks for chunks that no object names.
+const orphanEvery = 5 * time.Minute
 
 func (r *Runner) artifacts(ctx context.Context) (jetstream.ObjectStore, error) {
 	r.bucket.mu.Lock()
@@ -49,7 +54,11 @@ func (r *Runner) collect(ctx context.Context, a *attempt, b job.Bounds, sb sandb
 		a.log.Error("collect artifacts", "err", err)
 		return res
 	}
-	*res, err = artifact.Collect(ctx, fr, store, artifact.Job{ID: a.id, Attempt: a.base.Attempt, Outputs: a.outputs,
+	// Collection takes at most half the settle budget: destroying the sandbox, the sweep and the
+	// settlement need the rest, whatever the job left in its workspace.
+	cctx, cancel := context.WithTimeout(ctx, r.o.SettleWait/2)
+	defer cancel()
+	*res, err = artifact.Collect(cctx, fr, store, artifact.Job{ID: a.id, Attempt: a.base.Attempt, Outputs: a.outputs,
 		MaxBytes: b.ArtifactBytes, MaxFiles: b.ArtifactFiles, Valid: a.lease.Valid})
 	if err != nil && !errors.Is(err, artifact.ErrLeaseLost) {
 		a.log.Error("collect artifacts", "err", err, "stored", len(res.Artifacts))
@@ -72,7 +81,8 @@ func (r *Runner) sweep(ctx context.Context, a *attempt, st job.Settlement) error
 }
 
 // forget removes the job's manifests once its settlement is stored; failing leaves them to the
-// bucket's TTL.
+// bucket's TTL. Every orphanEvery it also purges the chunks of puts cut off before they stored
+// their metadata, which no manifest can name.
 func (r *Runner) forget(ctx context.Context, a *attempt) {
 	store, err := r.artifacts(ctx)
 	if err == nil {
@@ -80,5 +90,22 @@ func (r *Runner) forget(ctx context.Context, a *attempt) {
 	}
 	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 		a.log.Warn("remove artifact manifests", "err", err)
+	}
+	now := time.Now()
+	r.bucket.mu.Lock()
+	due := !now.Before(r.bucket.nextPurge)
+	if due {
+		r.bucket.nextPurge = now.Add(orphanEvery)
+	}
+	r.bucket.mu.Unlock()
+	if !due {
+		return
+	}
+	// Chunks are stamped by the server's clock: OrphanAge leaves room for skew between hosts.
+	n, err := artifact.PurgeOrphans(ctx, r.js, r.subjects.ArtifactsBucket(), now.Add(-artifact.OrphanAge))
+	if err != nil {
+		a.log.Warn("purge orphan artifact chunks", "err", err, "purged", n)
+	} else if n > 0 {
+		a.log.Info("purged orphan artifact chunks", "puts", n)
 	}
 }

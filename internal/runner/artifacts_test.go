@@ -1,13 +1,17 @@
 package runner_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
@@ -103,6 +107,22 @@ func testArtifacts(t *testing.T, useDocker bool) {
 		}
 		check(t, r.st, []string{"partial.txt"})
 	})
+	t.Run("names not UTF-8 skipped", func(t *testing.T) {
+		r := f.run(job.Request{Language: "python3", Outputs: []string{"out/*"},
+			Code: "import os\nos.makedirs('out')\nopen(b'out/bad\\xff.txt', 'w').write('x')\nopen(b'out/bad\\xfe.txt', 'w').write('y')\nopen('out/ok.txt', 'w').write('kept')"})
+		if r.st.Status != job.StatusSucceeded || !r.st.ArtifactsTruncated {
+			t.Errorf("settlement = %+v (stderr %q), want succeeded, artifacts truncated", r.st, r.stderr)
+		}
+		check(t, r.st, []string{"out/ok.txt"})
+	})
+	t.Run("walk bound keeps what comes before", func(t *testing.T) {
+		r := f.run(job.Request{Language: "python3", Outputs: []string{"**"},
+			Code: "import os\nopen('0.txt', 'w').write('first')\nos.makedirs('/'.join(['a'] * 70))"})
+		if r.st.Status != job.StatusSucceeded || !r.st.ArtifactsTruncated {
+			t.Errorf("settlement = %+v (stderr %q), want succeeded, artifacts truncated", r.st, r.stderr)
+		}
+		check(t, r.st, []string{"0.txt"})
+	})
 	t.Run("no match is an empty list", func(t *testing.T) {
 		r := f.run(job.Request{Language: "python3", Code: "print(1)", Outputs: []string{"nothing/*"}})
 		if r.st.Artifacts == nil || len(r.st.Artifacts) != 0 {
@@ -113,4 +133,55 @@ func testArtifacts(t *testing.T, useDocker bool) {
 			t.Errorf("Artifacts = %#v without outputs, want nil", r.st.Artifacts)
 		}
 	})
+}
+
+// A bucket at its bound refuses the put that would pass it: the job still settles, with what
+// was stored before and artifacts_truncated.
+func TestArtifactsBucketFull(t *testing.T) {
+	f := newFleetWith(t, runfleet.StreamOptions{ArtifactsMaxBytes: 1 << 20})
+	f.startWorker(workerOpts{})
+	store, err := f.js.ObjectStore(t.Context(), f.subjects.ArtifactsBucket())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.run(job.Request{Language: "python3", Outputs: []string{"*.bin"},
+		Code: "open('a.bin', 'wb').write(b'a' * 262144)\nopen('b.bin', 'wb').write(b'b' * 2097152)"})
+	if r.st.Status != job.StatusSucceeded || !r.st.ArtifactsTruncated || len(r.st.Artifacts) != 1 || r.st.Artifacts[0].Path != "a.bin" {
+		t.Fatalf("settlement = %+v (stderr %q), want succeeded, a.bin only, artifacts truncated", r.st, r.stderr)
+	}
+	b, err := store.GetBytes(t.Context(), r.st.Artifacts[0].Object)
+	if err != nil || len(b) != 262144 {
+		t.Errorf("GetBytes(a.bin) = %d bytes, %v; want 262144", len(b), err)
+	}
+}
+
+// stallingFiles makes sandboxes whose files take forever to read: a workspace that a job made
+// slow to walk, or a store that hangs.
+type stallingFiles struct{ sandbox.Provider }
+
+func (p stallingFiles) Create(ctx context.Context, shape sandbox.Shape) (sandbox.Sandbox, error) {
+	sb, err := p.Provider.Create(ctx, shape)
+	if err != nil {
+		return nil, err
+	}
+	return stallingSandbox{sb}, nil
+}
+
+type stallingSandbox struct{ sandbox.Sandbox }
+
+func (stallingSandbox) ReadFiles(ctx context.Context, _ func(string) bool, _ func(string, int64, io.Reader) error) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// Collection has a budget inside the settle budget: a collection that never ends still leaves
+// the job time to settle, with artifacts_truncated.
+func TestArtifactsCollectionBudget(t *testing.T) {
+	f := newFleet(t)
+	p, _ := f.provider(false)
+	f.startWorker(workerOpts{provider: stallingFiles{p}})
+	r := f.run(job.Request{Language: "python3", Code: "open('a.txt', 'w').write('a')", Outputs: []string{"*.txt"}})
+	if r.st.Status != job.StatusSucceeded || !r.st.ArtifactsTruncated || len(r.st.Artifacts) != 0 {
+		t.Errorf("settlement = %+v, want succeeded, no artifacts, artifacts truncated", r.st)
+	}
 }

@@ -28,24 +28,47 @@ type FileReader interface {
 // /workspace: its supervisor was killed (a kill that could not wait, a failure) or it was destroyed.
 var ErrWorkspaceGone = errors.New("sandbox workspace gone")
 
+// ErrWalkBound is returned, wrapped, by [WalkFiles] when /workspace is deeper than MaxWalkDepth
+// directories or holds more than MaxWalkEntries entries: the walk ends there, after every file
+// before that point in path order.
+var ErrWalkBound = errors.New("workspace walk bound reached")
+
+// A job decides its workspace's shape (G11): the bounds keep a walk from holding a descriptor
+// per level of a deep tree or reading millions of empty files.
+const (
+	MaxWalkDepth   = 64
+	MaxWalkEntries = 100_000
+)
+
 // WalkFiles is [FileReader.ReadFiles] over the directory dir, for a provider that can open the
 // sandbox's /workspace: no process may be left in the sandbox, so nothing can swap a checked
-// directory for a link while it walks. Every open refuses to follow a link.
+// directory for a link while it walks. Every open refuses to follow a link. It stops at
+// [ErrWalkBound].
 func WalkFiles(ctx context.Context, dir string, match func(string) bool, fn func(path string, size int64, r io.Reader) error) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("open workspace: %w", err)
 	}
-	err = walkDir(ctx, os.NewFile(uintptr(fd), dir), "", match, fn)
+	w := &walker{match: match, fn: fn, left: MaxWalkEntries}
+	err = w.dir(ctx, os.NewFile(uintptr(fd), dir), "", 0)
 	if errors.Is(err, fs.SkipAll) {
 		return nil
 	}
 	return err
 }
 
-func walkDir(ctx context.Context, d *os.File, rel string, match func(string) bool, fn func(string, int64, io.Reader) error) error {
+type walker struct {
+	match func(string) bool
+	fn    func(string, int64, io.Reader) error
+	left  int // entries the walk may still list
+}
+
+func (w *walker) dir(ctx context.Context, d *os.File, rel string, depth int) error {
 	defer d.Close()
-	names, err := d.Readdirnames(-1)
+	if depth > MaxWalkDepth {
+		return fmt.Errorf("%s: more than %d directories deep: %w", rel, MaxWalkDepth, ErrWalkBound)
+	}
+	names, err := w.list(d)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", cmpRel(rel), err)
 	}
@@ -65,19 +88,38 @@ func walkDir(ctx context.Context, d *os.File, rel string, match func(string) boo
 			if err != nil {
 				return fmt.Errorf("open %s: %w", p, err)
 			}
-			if err := walkDir(ctx, os.NewFile(uintptr(fd), p), p, match, fn); err != nil {
+			if err := w.dir(ctx, os.NewFile(uintptr(fd), p), p, depth+1); err != nil {
 				return err
 			}
 		case unix.S_IFREG:
-			if !match(p) {
+			if !w.match(p) {
 				continue
 			}
-			if err := readFile(d, name, p, fn); err != nil {
+			if err := readFile(d, name, p, w.fn); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// list returns d's names, reading no more of them than the walk may still take.
+func (w *walker) list(d *os.File) ([]string, error) {
+	var names []string
+	for {
+		batch, err := d.Readdirnames(min(w.left+1, 1024))
+		names = append(names, batch...)
+		w.left -= len(batch)
+		if w.left < 0 {
+			return nil, fmt.Errorf("more than %d entries: %w", MaxWalkEntries, ErrWalkBound)
+		}
+		if errors.Is(err, io.EOF) {
+			return names, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 func readFile(d *os.File, name, p string, fn func(string, int64, io.Reader) error) error {

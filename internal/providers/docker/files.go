@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -180,15 +181,25 @@ func (s *containerSandbox) ReadFiles(ctx context.Context, match func(string) boo
 }
 
 func readTar(tr *tar.Reader, match func(string) bool, fn func(string, int64, io.Reader) error) error {
+	bound := false
 	for {
 		h, err := tr.Next()
+		if errors.Is(err, io.EOF) && bound {
+			return fmt.Errorf("collector: %w", sandbox.ErrWalkBound)
+		}
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if h.Typeflag != tar.TypeReg || !fs.ValidPath(h.Name) || !match(h.Name) {
+		if h.Typeflag == tar.TypeXGlobalHeader && h.PAXRecords[paxWalkBound] != "" {
+			bound = true
+			continue
+		}
+		// fs.ValidPath refuses a name that is not UTF-8: such a name still goes to match and fn,
+		// whose caller decides what it means (artifacts skip it and say truncated).
+		if h.Typeflag != tar.TypeReg || !fs.ValidPath(strings.ToValidUTF8(h.Name, "_")) || !match(h.Name) {
 			continue
 		}
 		if err := fn(h.Name, h.Size, tr); err != nil {
@@ -208,6 +219,11 @@ func collect(out, errOut io.Writer) int {
 		_, err := io.Copy(tw, r)
 		return err
 	})
+	if errors.Is(err, sandbox.ErrWalkBound) {
+		// The stream of the files before the bound is complete: say where it ends, in an entry
+		// no file of the workspace can make.
+		err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{paxWalkBound: "1"}, Format: tar.FormatPAX})
+	}
 	if err == nil {
 		err = tw.Close()
 	}
@@ -217,6 +233,10 @@ func collect(out, errOut io.Writer) int {
 	}
 	return 0
 }
+
+// paxWalkBound is the record of the collector's last entry when its walk reached
+// [sandbox.ErrWalkBound].
+const paxWalkBound = "RUNFLEET.walk_bound"
 
 // limitedBuffer keeps the first n bytes written to it.
 type limitedBuffer struct {
