@@ -1,0 +1,13 @@
+// Package vmtest runs the namespace provider's tests on a cgroup v2 kernel: this project's CI
+// host is cgroup v1, where no v2 code of the provider can run.
+//
+// TestCgroupV2 boots Debian's kernel (unpacked into var/kernel by scripts/setup, never installed
+// on the host) in a QEMU guest with cgroup_no_v1=all, so that every controller is on the v2
+// hierarchy. The guest is emulated (TCG): no /dev/kvm is needed, and it is slow, about 2.5 times
+// native for a sandbox's start. Its initramfs holds only guestinit and the virtio, 9p and overlay
+// modules, which Debian builds as modules; the sandbox root fs (RUNFLEET_TEST_ROOTFS) is its root,
+// read-only over 9p under a tmpfs overlay, and the statically linked test binaries come over 9p
+// too. guestinit runs them with -test.v and CI=true, so that nothing missing is skipped, and
+// prints a verdict line before it powers off: a guest that ends without "done" failed, whatever
+// the tests printed.
+package vmtest
