@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -26,6 +27,10 @@ const (
 )
 
 func main() {
+	if len(os.Args) > 2 && os.Args[1] == "container" {
+		container(os.Args[2], os.Args[2:])
+		return
+	}
 	console()
 	start := time.Now()
 	err := run()
@@ -87,14 +92,16 @@ func run() error {
 	}
 	args := strings.FieldsFunc(string(raw), func(r rune) bool { return r == '\n' })
 	var failed []string
-	for _, bin := range bins {
-		code, took, err := runTest(bin, args)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("%s %s exit %d in %.1fs\n", mark, filepath.Base(bin), code, took.Seconds())
-		if code != 0 {
-			failed = append(failed, filepath.Base(bin))
+	for _, place := range []string{"service", "container"} {
+		for _, bin := range bins {
+			code, took, err := runTest(place, bin, args)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%s %s %s exit %d in %.1fs\n", mark, place, filepath.Base(bin), code, took.Seconds())
+			if code != 0 {
+				failed = append(failed, place+"/"+filepath.Base(bin))
+			}
 		}
 	}
 	if len(failed) > 0 {
@@ -204,21 +211,52 @@ func serviceCgroup(name string) (*os.File, error) {
 	return os.Open(dir)
 }
 
-// runTest runs one test binary in a service cgroup of its own and waits for it alone: pid 1 also
-// inherits every orphan, which it reaps on the way without mistaking it for the test.
-func runTest(bin string, args []string) (int, time.Duration, error) {
-	cgroup, err := serviceCgroup(strings.TrimSuffix(filepath.Base(bin), ".test"))
+// container execs bin with its own cgroup namespace rooted at its cgroup, which is bound on
+// /sys/fs/cgroup, as a container on a cgroup v2 host sees the tree: its own cgroup is "/", yet
+// not the root, so it may not hold processes and hand controllers on at once. The parent made
+// the mount namespace; a cgroup namespace is per thread until exec. (A cgroup2 mount made in the
+// new namespace is refused here with EBUSY, hence the bind mount.)
+func container(bin string, argv []string) {
+	runtime.LockOSThread()
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err == nil {
+		err = unix.Unshare(unix.CLONE_NEWCGROUP)
+	}
+	if err == nil {
+		err = mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, "")
+	}
+	if err == nil {
+		dir := filepath.Join("/sys/fs/cgroup", strings.TrimSpace(strings.TrimPrefix(string(own), "0::")))
+		err = mount(dir, "/sys/fs/cgroup", "", unix.MS_BIND, "")
+	}
+	if err == nil {
+		err = unix.Exec(bin, argv, os.Environ())
+	}
+	fmt.Fprintf(os.Stderr, "%s container %s: %v\n", mark, bin, err)
+	os.Exit(125)
+}
+
+// runTest runs one test binary in a service cgroup of its own, in place "service" or
+// "container", and waits for it alone: pid 1 also inherits every orphan, which it reaps on the
+// way without mistaking it for the test.
+func runTest(place, bin string, args []string) (int, time.Duration, error) {
+	cgroup, err := serviceCgroup(place + "-" + strings.TrimSuffix(filepath.Base(bin), ".test"))
 	if err != nil {
 		return 0, 0, err
 	}
 	defer cgroup.Close()
-	fmt.Printf("%s run %s %s\n", mark, filepath.Base(bin), strings.Join(args, " "))
+	fmt.Printf("%s run %s %s %s\n", mark, place, filepath.Base(bin), strings.Join(args, " "))
 	start := time.Now()
 	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
 		"TMPDIR=/tmp", "CI=true", "RUNFLEET_TEST_ROOTFS=/rootfs"}
-	p, err := os.StartProcess(bin, append([]string{bin}, args...), &os.ProcAttr{
-		Dir: "/tmp", Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
-		Sys: &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgroup.Fd())},
+	sys := &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(cgroup.Fd())}
+	exe, argv := bin, append([]string{bin}, args...)
+	if place == "container" {
+		sys.Cloneflags = syscall.CLONE_NEWNS
+		exe, argv = "/proc/self/exe", append([]string{"init", "container"}, argv...)
+	}
+	p, err := os.StartProcess(exe, argv, &os.ProcAttr{
+		Dir: "/tmp", Env: env, Files: []*os.File{os.Stdin, os.Stdout, os.Stderr}, Sys: sys,
 	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("start %s: %w", bin, err)
