@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -90,6 +91,8 @@ func TestCgroupV2(t *testing.T) {
 		"-append", "console=ttyS0 cgroup_no_v1=all panic=-1 quiet",
 		"-virtfs", "local,path="+rootfs+",mount_tag=rootfs,security_model=none,readonly=on",
 		"-virtfs", "local,path="+bins+",mount_tag=vmtest,security_model=none,readonly=on")
+	// A test binary killed outright takes its guest along instead of leaving it running.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -105,6 +108,9 @@ func TestCgroupV2(t *testing.T) {
 	t.Logf("build %.1fs, guest boot %.1fs, tests %.1fs, total %.1fs; %d tests passed, %d failed, %d skipped",
 		built.Sub(start).Seconds(), res.booted.Sub(built).Seconds(), end.Sub(res.booted).Seconds(), end.Sub(start).Seconds(),
 		len(res.passed), len(res.failed), len(res.skipped))
+	for _, s := range res.skipped {
+		t.Logf("skipped in the guest: %s", s)
+	}
 	if ctx.Err() != nil {
 		t.Fatalf("guest did not power off within %v", guestTimeout)
 	}
@@ -145,25 +151,32 @@ var result = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+)`)
 func readConsole(t *testing.T, sc *bufio.Scanner, built time.Time) console {
 	t.Helper()
 	res := console{booted: built}
+	run := "" // "service namespace.test": where the results that follow come from
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := strings.TrimRight(sc.Text(), "\r")
 		t.Log(line)
 		if m := result.FindStringSubmatch(line); m != nil {
+			name := run + " " + m[2]
 			switch m[1] {
 			case "PASS":
-				res.passed = append(res.passed, m[2])
+				res.passed = append(res.passed, name)
 			case "FAIL":
-				res.failed = append(res.failed, m[2])
+				res.failed = append(res.failed, name)
 			case "SKIP":
-				res.skipped = append(res.skipped, m[2])
+				res.skipped = append(res.skipped, name)
 			}
 		}
 		rest, ok := strings.CutPrefix(line, "runfleet-vmtest: ")
 		switch {
 		case !ok:
-		case strings.HasPrefix(rest, "run ") && res.booted.Equal(built):
-			res.booted = time.Now()
+		case strings.HasPrefix(rest, "run "):
+			if f := strings.Fields(rest); len(f) >= 3 {
+				run = f[1] + " " + f[2]
+			}
+			if res.booted.Equal(built) {
+				res.booted = time.Now()
+			}
 		case strings.HasPrefix(rest, "done"), strings.HasPrefix(rest, "failed"):
 			res.done = strings.HasPrefix(rest, "done")
 			res.verdict = rest

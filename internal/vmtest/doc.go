@@ -7,7 +7,9 @@
 // native for a sandbox's start. Its initramfs holds only guestinit and the virtio, 9p and overlay
 // modules, which Debian builds as modules; the sandbox root fs (RUNFLEET_TEST_ROOTFS) is its root,
 // read-only over 9p under a tmpfs overlay, and the statically linked test binaries come over 9p
-// too. guestinit runs them with -test.v and CI=true, so that nothing missing is skipped, and
-// prints a verdict line before it powers off: a guest that ends without "done" failed, whatever
-// the tests printed.
+// too. guestinit runs them with -test.v and CI=true, so that nothing missing is skipped, twice:
+// in a cgroup below the root with the controllers delegated, as systemd runs a service with
+// Delegate=yes, and again in a cgroup namespace rooted at such a cgroup, as a container sees the
+// tree (its cgroup reads as "/" but is not the root). Then it prints a verdict line and powers
+// off: a guest that ends without "done" failed, whatever the tests printed.
 package vmtest
