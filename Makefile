@@ -10,10 +10,10 @@ PKGS    := ./... ./cmd/... ./internal/... ./deploy/...
 # What --version prints: the nearest tag and commit, or "dev" outside git.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: help build demo test deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz stress chaos clean
+.PHONY: help build demo test test-cgroup2 deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz stress chaos clean
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## write bin/worker, bin/submit and bin/gateway
 	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/worker ./cmd/worker
@@ -56,7 +56,10 @@ fuzz: ## the request decoder's fuzz target, briefly
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 15s ./job/
 	$(GO) test -run '^$$' -fuzz FuzzMatchOutput -fuzztime 15s ./job/
 
-test: deps lint build unit bench fuzz deploy-test ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz, the deployment
+test: deps lint build unit bench fuzz deploy-test test-cgroup2 ## set up what is missing, then lint, the suite, every benchmark once, a short fuzz, the deployment
+
+test-cgroup2: deps ## the namespace provider's tests on a cgroup v2 kernel: a QEMU guest (TCG) of Debian's kernel, booted with cgroup_no_v1=all
+	CI=true RUNFLEET_VMTEST=1 $(GO) test -count=1 -v -timeout 40m -run TestCgroupV2 ./internal/vmtest/
 
 stress: deps ## the suite three times in a row beside stress-ng --cpu 2 (a loaded 2-core machine), with each run's time
 	@stress-ng --cpu 2 --timeout 90m --quiet & pid=$$!; trap "kill $$pid" EXIT; \

@@ -240,7 +240,9 @@ func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
 			return nil, fmt.Errorf("cgroup v2 controller %s is not delegated to %s: %w", need, base, sandbox.ErrUnsupported)
 		}
 	}
-	if own != "/" {
+	// Only the root cgroup may hold processes and hand controllers on at once; a container's
+	// cgroup namespace shows its own cgroup as "/" too, and only the root lacks cgroup.type.
+	if _, err := os.Stat(filepath.Join(base, "cgroup.type")); err == nil {
 		leaf := filepath.Join(base, workerLeaf)
 		if err := os.MkdirAll(leaf, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v2 leaf: %w", err)
