@@ -87,6 +87,12 @@ type worker struct {
 
 func (f *fleet) start(id string, extra ...string) *worker {
 	f.t.Helper()
+	return f.startWith(id, nil, extra...)
+}
+
+// startWith is start with setup applied to the command before it starts (inherited files, say).
+func (f *fleet) startWith(id string, setup func(*exec.Cmd), extra ...string) *worker {
+	f.t.Helper()
 	args := append([]string{"--nats-url", f.nats.URL, "--redis-url", f.redis.URL, "--id", id,
 		"--listen", "127.0.0.1:0", "--lease-ttl", "2s", "--concurrency", "2", "--dispatch-log", f.dlog,
 		"--grace", "5s"}, extra...)
@@ -95,6 +101,9 @@ func (f *fleet) start(id string, extra ...string) *worker {
 	}
 	w := &worker{id: id, cmd: exec.Command(workerBin, args...), log: &testenv.Buffer{}, done: make(chan struct{})}
 	w.cmd.Stderr = w.log
+	if setup != nil {
+		setup(w.cmd)
+	}
 	if err := w.cmd.Start(); err != nil {
 		f.t.Fatalf("start worker: %v", err)
 	}
