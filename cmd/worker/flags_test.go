@@ -63,6 +63,8 @@ func TestBadFlagsFailBeforeConnecting(t *testing.T) {
 		{"queue", []string{"--queues", "Not A Queue"}, "--queues"},
 		{"prefix", []string{"--prefix", "a.b"}, "--prefix"},
 		{"redis url", []string{"--redis-url", "http://x"}, "--redis-url"},
+		{"sentinel url without master", []string{"--redis-url", "redis+sentinel://127.0.0.1:1"}, "--redis-url"},
+		{"cluster url", []string{"--redis-url", "redis+cluster://127.0.0.1:1,127.0.0.1:2"}, "--redis-url"},
 		{"lease", []string{"--lease-ttl", "10ms"}, "--lease-ttl"},
 		{"creds file missing", []string{"--nats-creds", "/nonexistent/user.creds"}, "--nats-creds"},
 		{"nkey file missing", []string{"--nats-nkey", "/nonexistent/user.nk"}, "--nats-nkey"},

@@ -29,6 +29,7 @@ import (
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
+	"github.com/runfleet/runfleet/internal/redisurl"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/job"
@@ -122,8 +123,14 @@ func (c *config) validate() error {
 			return fmt.Errorf("--queues: %q is not a valid queue name", q)
 		}
 	}
-	if _, err := redis.ParseURL(c.redisURL); err != nil {
+	u, err := redisurl.Parse(c.redisURL)
+	if err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
+	}
+	if u.Kind == redisurl.Cluster {
+		// The lease scripts touch a job's keys and the fleet's epoch, which hash to different
+		// slots: on a cluster each would fail with CROSSSLOT. Refused until keys carry hash tags.
+		return errors.New("--redis-url: redis+cluster:// is not served yet: the lease scripts touch keys of several hash slots")
 	}
 	return nil
 }
@@ -173,16 +180,16 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		ArtifactsMaxBytes: int64(c.artifactsMaxBytes)}); err != nil {
 		return err
 	}
-	ropts, err := redis.ParseURL(c.redisURL)
+	ru, err := redisurl.Parse(c.redisURL)
 	if err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
 	}
-	ropts.ContextTimeoutEnabled = true // no lease call may outlive its trust window
-	rdb := redis.NewClient(ropts)
+	rdb := ru.Open()
 	defer rdb.Close()
 	if err := rdb.Ping(startCtx).Err(); err != nil {
-		return fmt.Errorf("redis %s unreachable: %w", c.redisURL, err)
+		return fmt.Errorf("redis %s unreachable: %w", ru.Redacted(), err)
 	}
+	warnWithoutReplica(startCtx, log, rdb)
 	leases := lease.NewStore(rdb, lease.Options{Prefix: c.prefix, TTL: c.leaseTTL})
 	if err := leases.Init(startCtx); err != nil {
 		return err
@@ -355,4 +362,19 @@ type redisLog struct{ log *slog.Logger }
 
 func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
+}
+
+// warnWithoutReplica says at start what a crash of a Redis without replicas costs: its unsaved
+// writes are gone, and the jobs that were running then settle unknown rather than run again.
+func warnWithoutReplica(ctx context.Context, log *slog.Logger, rdb redis.UniversalClient) {
+	info, err := rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		log.Warn("redis replication unknown", "err", err)
+		return
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok && n == "0" {
+			log.Warn("redis has no replica: if it crashes, the writes it had not saved are lost and the jobs running then settle unknown (never run twice); give it a replica and min-replicas-to-write 1")
+		}
+	}
 }
