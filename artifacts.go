@@ -42,15 +42,15 @@ func (c *Client) OpenArtifact(ctx context.Context, id, path string) (io.ReadClos
 		}
 		store, err := c.js.ObjectStore(ctx, c.subjects.ArtifactsBucket())
 		if err != nil {
-			return nil, fmt.Errorf("artifact %s of %s: %w", path, id, err)
+			return nil, fmt.Errorf("artifact %q of %s: %w", path, id, err)
 		}
 		r, err := store.Get(ctx, a.Object)
 		if err != nil {
-			return nil, fmt.Errorf("artifact %s of %s: %w", path, id, err)
+			return nil, fmt.Errorf("artifact %q of %s: %w", path, id, err)
 		}
 		return r, nil
 	}
-	return nil, fmt.Errorf("artifact %s of %s: %w", path, id, ErrNoArtifact)
+	return nil, fmt.Errorf("artifact %q of %s: %w", path, id, ErrNoArtifact)
 }
 
 // ErrArtifactExists is returned by [Client.SaveArtifacts] when a file it would write is already
@@ -70,10 +70,11 @@ type SaveOptions struct {
 // SaveArtifacts writes every artifact of settled job id under dir, creating dir when it is
 // missing, and returns the list it wrote. The job chose the names, so every write is confined to
 // dir with [os.Root] (no "..", absolute path or symlink leads out), a path with a ".git" element
-// is refused, files are written mode 0644 whatever the job's mode was, and before anything is
+// is refused, and files are written mode 0644 whatever the job's mode was. Before anything is
 // written every name is checked: a file that exists fails the whole call with
-// [ErrArtifactExists] unless opts.Overwrite. Print the paths quoted (%q): a name may hold
-// terminal escapes.
+// [ErrArtifactExists] unless opts.Overwrite. A file that cannot be saved (an unsafe path, a
+// failed read) does not stop the others; the error names the first. Print the paths quoted
+// (%q): a name may hold terminal escapes.
 func (c *Client) SaveArtifacts(ctx context.Context, id, dir string, opts *SaveOptions) ([]job.Artifact, error) {
 	arts, err := c.Artifacts(ctx, id)
 	if err != nil {
@@ -94,29 +95,41 @@ func (c *Client) SaveArtifacts(ctx context.Context, id, dir string, opts *SaveOp
 func saveAll(root *os.Root, arts []job.Artifact, open func(path string) (io.ReadCloser, error), opts *SaveOptions) error {
 	var exist []string
 	for _, a := range arts {
-		if err := safePath(a.Path); err != nil {
-			return err
+		if safePath(a.Path) != nil {
+			continue
 		}
 		if _, err := root.Lstat(filepath.FromSlash(a.Path)); err == nil {
 			exist = append(exist, a.Path)
 		}
 	}
 	if len(exist) > 0 && !opts.Overwrite {
-		more := ""
-		if len(exist) > 1 {
-			more = fmt.Sprintf(" and %d more", len(exist)-1)
-		}
-		return fmt.Errorf("%q%s in %s: %w", exist[0], more, root.Name(), ErrArtifactExists)
+		return fmt.Errorf("%q%s in %s: %w", exist[0], more(len(exist)-1), root.Name(), ErrArtifactExists)
 	}
+	var failed []error
 	for _, a := range arts {
-		if err := saveOne(root, a.Path, open, opts.Overwrite); err != nil {
-			return err
+		err := safePath(a.Path)
+		if err == nil {
+			err = saveOne(root, a.Path, open, opts.Overwrite)
+		}
+		if err != nil {
+			failed = append(failed, err)
+			continue
 		}
 		if opts.OnSave != nil {
 			opts.OnSave(a)
 		}
 	}
-	return nil
+	if len(failed) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w%s", failed[0], more(len(failed)-1))
+}
+
+func more(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (and %d more)", n)
 }
 
 // safePath refuses a path SaveArtifacts never writes.
