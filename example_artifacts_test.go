@@ -3,9 +3,11 @@ package runfleet_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/nats-io/nats.go"
 
@@ -50,4 +52,46 @@ func ExampleClient_OpenArtifact() {
 	// 1,1
 	// 2,4
 	// 3,9
+}
+
+// SaveArtifacts downloads every file a job kept into a directory of the caller's: the names are
+// the job's choice, so the writes stay inside it and an existing file is never replaced.
+func ExampleClient_SaveArtifacts() {
+	nc, err := nats.Connect(cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL))
+	if err != nil {
+		panic(err)
+	}
+	defer nc.Close()
+	ctx := context.Background()
+	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{})
+	if err != nil {
+		panic(err)
+	}
+	st, err := c.Run(ctx, "default", job.Request{Language: "python3", Outputs: []string{"**"},
+		Code: "import os\nos.makedirs('.git')\nopen('.git/config', 'w').write('[core]\\n\\tfsmonitor = touch /tmp/owned\\n')\nopen('report.txt', 'w').write('done')"}, nil)
+	if err != nil {
+		panic(err)
+	}
+	dir, err := os.MkdirTemp("", "artifacts-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	_, err = c.SaveArtifacts(ctx, st.JobID, filepath.Join(dir, st.JobID), nil)
+	fmt.Println(errors.Is(err, runfleet.ErrUnsafeArtifactPath))
+
+	st, err = c.Run(ctx, "default", job.Request{Language: "python3", Outputs: []string{"*.txt"},
+		Code: "open('report.txt', 'w').write('done')"}, nil)
+	if err != nil {
+		panic(err)
+	}
+	_, err = c.SaveArtifacts(ctx, st.JobID, dir, &runfleet.SaveOptions{OnSave: func(a job.Artifact) { fmt.Printf("saved %q\n", a.Path) }})
+	fmt.Println(err)
+	_, err = c.SaveArtifacts(ctx, st.JobID, dir, nil)
+	fmt.Println(errors.Is(err, runfleet.ErrArtifactExists))
+	// Output:
+	// true
+	// saved "report.txt"
+	// <nil>
+	// true
 }

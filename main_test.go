@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -114,6 +115,8 @@ func startDevWorker() (url string, stop func(), err error) {
 	url = "nats://" + l.Addr().String()
 	l.Close()
 	w := exec.Command(bin, "--dev", "--nats-url", url, "--listen", "127.0.0.1:0", "--concurrency", "2")
+	// A test binary killed on its timeout runs no cleanup: the worker must go with it.
+	w.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	log := &lockedBuffer{}
 	w.Stderr = log
 	if err := w.Start(); err != nil {

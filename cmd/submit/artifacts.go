@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -15,24 +14,33 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
-// artifactFlags are submit's --output and --artifacts.
+// artifactFlags are submit's --output, --artifacts and --force.
 type artifactFlags struct {
 	outputs cli.List
 	dir     string
+	force   bool
 }
 
 func (a *artifactFlags) register(fs *flag.FlagSet) {
 	fs.Var(&a.outputs, "output", "GLOB: files under /workspace to keep as artifacts, ** included (repeatable)")
-	fs.StringVar(&a.dir, "artifacts", "", "where to download the artifacts once the job settled (default: the current directory when --output is given)")
+	fs.StringVar(&a.dir, "artifacts", "", "directory the artifacts are downloaded into once the job settled, created when missing (default ./<job id>/)")
+	a.forceFlag(fs)
 }
 
-// after downloads the artifacts of a job that settled, when --output was given; a failed
+func (a *artifactFlags) forceFlag(fs *flag.FlagSet) {
+	fs.BoolVar(&a.force, "force", false, "replace files that already exist in the artifacts directory")
+}
+
+// wanted says whether the command line asks for a download.
+func (a *artifactFlags) wanted() bool { return len(a.outputs) > 0 || a.dir != "" }
+
+// after downloads the artifacts of a job that settled, when they were asked for; a failed
 // download turns a successful exit into exitOther.
 func (a *artifactFlags) after(c *runfleet.Client, id string, code int, stderr io.Writer) int {
-	if len(a.outputs) == 0 && a.dir == "" {
+	if !a.wanted() {
 		return code
 	}
-	if err := download(c, id, a.dir, stderr); err != nil {
+	if err := download(c, id, a.dir, a.force, stderr); err != nil {
 		fmt.Fprintf(stderr, "submit: artifacts of %s: %v\n", id, err)
 		return cmpNonzero(code, exitOther)
 	}
@@ -46,73 +54,62 @@ func cmpNonzero(a, b int) int {
 	return b
 }
 
+const artifactsUsage = `usage: submit artifacts ID [DIR] [flags]
+
+Downloads the artifacts of settled job ID into DIR (default ./ID/), created when missing. The job
+chose the names: every write stays inside DIR, a .git path is refused, names are printed quoted,
+and a file that already exists is never replaced (nothing is downloaded) unless --force.
+
+Flags:
+`
+
 // artifactsCommand is `submit artifacts ID [DIR]`.
-func artifactsCommand(args []string, getenv func(string) string, stderr io.Writer) int {
+func artifactsCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var o options
-	fs := flag.NewFlagSet("submit artifacts", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	var a artifactFlags
+	fs := newFlagSet("submit artifacts", artifactsUsage, stdout)
 	commonFlags(fs, &o)
-	if err := cli.ParseEnvOf(fs, args, getenv, connectionFlags...); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	a.forceFlag(fs)
+	pos, _, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
+	if err != nil {
+		return parseFailed(stdout, stderr, err)
+	}
+	switch {
+	case len(pos) < 1 || len(pos) > 2:
+		cli.Fail(stderr, "submit", errors.New("usage: submit artifacts ID [DIR]"))
+		return exitOther
+	case !job.ValidID(pos[0]):
+		cli.Fail(stderr, "submit", fmt.Errorf("%q: %w", pos[0], job.ErrInvalidID))
 		return exitOther
 	}
-	if fs.NArg() < 1 || fs.NArg() > 2 || !job.ValidID(fs.Arg(0)) {
-		fmt.Fprintln(stderr, "usage: submit artifacts ID [DIR]")
-		return exitOther
+	id, dir := pos[0], pos[0]
+	if len(pos) == 2 {
+		dir = pos[1]
 	}
-	c, nc, err := connect(o)
+	c, nc, err := connect(o, stderr)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	defer nc.Close()
-	if err := download(c, fs.Arg(0), fs.Arg(1), stderr); err != nil {
-		return fail(stderr, err)
+	if err := download(c, id, dir, a.force, stderr); err != nil {
+		return fail(stderr, describe(id, err))
 	}
 	return 0
 }
 
-// download writes every artifact of settled job id under dir ("" is the current directory).
-func download(c *runfleet.Client, id, dir string, stderr io.Writer) error {
+// download writes every artifact of settled job id under dir, printing each name quoted: the job
+// chose it, and it may hold terminal escapes.
+func download(c *runfleet.Client, id, dir string, force bool, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	arts, err := c.Artifacts(ctx, id)
-	if err != nil {
-		return err
-	}
 	if dir == "" {
-		dir = "."
+		dir = id
 	}
-	for _, a := range arts {
-		if !filepath.IsLocal(a.Path) {
-			return fmt.Errorf("artifact path %q is not local", a.Path)
-		}
-		dst := filepath.Join(dir, filepath.FromSlash(a.Path))
-		if err := save(ctx, c, id, a.Path, dst); err != nil {
-			return err
-		}
-		fmt.Fprintf(stderr, "submit: saved %s (%d bytes, sha256 %s)\n", dst, a.Size, a.SHA256)
+	_, err := c.SaveArtifacts(ctx, id, dir, &runfleet.SaveOptions{Overwrite: force, OnSave: func(a job.Artifact) {
+		fmt.Fprintf(stderr, "submit: saved %q (%d bytes, sha256 %s)\n", filepath.Join(dir, a.Path), a.Size, a.SHA256)
+	}})
+	if errors.Is(err, runfleet.ErrArtifactExists) {
+		return fmt.Errorf("%w; nothing downloaded (--force replaces it)", err)
 	}
-	return nil
-}
-
-func save(ctx context.Context, c *runfleet.Client, id, path, dst string) error {
-	r, err := c.OpenArtifact(ctx, id, path)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(dst)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return fmt.Errorf("download %s: %w", path, err)
-	}
-	return f.Close()
+	return err
 }

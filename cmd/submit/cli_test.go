@@ -46,7 +46,7 @@ func TestJobInputs(t *testing.T) {
 	runCases(t, cases)
 }
 
-// TestCommandLineErrorsAreOneLine: a bad flag prints one line and the hint, not the usage;
+// TestCommandLineErrorsAreOneLine: a bad flag prints one line with the hint, not the usage;
 // --version and --help exit 0; nothing connects (the NATS address here refuses connections).
 func TestCommandLineErrorsAreOneLine(t *testing.T) {
 	dead := map[string]string{"RUNFLEET_NATS_URL": "nats://127.0.0.1:1"}
@@ -58,15 +58,15 @@ func TestCommandLineErrorsAreOneLine(t *testing.T) {
 		stderr string // the whole of it, when want lines > 0
 		lines  int
 	}{
-		{name: "unknown flag", args: []string{"--bogus"}, code: 125, stderr: "flag provided but not defined: -bogus", lines: 2},
-		{name: "bad value", args: []string{"watch", "--stream-replicas", "x", "id"}, code: 125, stderr: "invalid value", lines: 2},
+		{name: "unknown flag", args: []string{"--bogus"}, code: 125, stderr: "flag provided but not defined: --bogus", lines: 1},
+		{name: "bad value", args: []string{"watch", "--stream-replicas", "x", "id"}, code: 125, stderr: "invalid value", lines: 1},
 		{name: "version", args: []string{"--version"}, stdout: "submit dev"},
-		{name: "help", args: []string{"--help"}, stderr: "usage: submit"},
-		{name: "bench --jobs -1", args: []string{"bench", "--jobs", "-1"}, code: 125, stderr: "--jobs -1: want at least 1", lines: 2},
-		{name: "bench --jobs 0", args: []string{"bench", "--jobs", "0"}, code: 125, stderr: "--jobs 0", lines: 2},
-		{name: "bench --concurrency 0", args: []string{"bench", "--concurrency", "0"}, code: 125, stderr: "--concurrency 0", lines: 2},
-		{name: "watch without id", args: []string{"watch"}, code: 125, stderr: "usage: submit watch ID", lines: 2},
-		{name: "cancel bad id", args: []string{"cancel", "a.b"}, code: 125, stderr: "not a valid job id", lines: 2},
+		{name: "help", args: []string{"--help"}, stdout: "usage: submit"},
+		{name: "bench --jobs -1", args: []string{"bench", "--jobs", "-1"}, code: 125, stderr: "--jobs -1: want at least 1", lines: 1},
+		{name: "bench --jobs 0", args: []string{"bench", "--jobs", "0"}, code: 125, stderr: "--jobs 0", lines: 1},
+		{name: "bench --concurrency 0", args: []string{"bench", "--concurrency", "0"}, code: 125, stderr: "--concurrency 0", lines: 1},
+		{name: "watch without id", args: []string{"watch"}, code: 125, stderr: "usage: submit watch ID", lines: 1},
+		{name: "cancel bad id", args: []string{"cancel", "a.b"}, code: 125, stderr: "not a valid job id", lines: 1},
 		{name: "missing creds file", args: []string{"--nats-creds", "/nonexistent/user.creds", "--lang", "python3", "--code", "x"}, code: 125, stderr: "--nats-creds", lines: 1},
 		{name: "missing CA file", args: []string{"watch", "x", "--nats-tls-ca", "/nonexistent/ca.pem"}, code: 125, stderr: "--nats-tls-ca", lines: 1},
 	}
@@ -122,8 +122,8 @@ func TestWatchDetaches(t *testing.T) {
 	sigs <- os.Interrupt
 	select {
 	case code := <-done:
-		if code != exitDetached {
-			t.Errorf("watch exit = %d after Ctrl-C, want %d; stderr %q", code, exitDetached, errb.String())
+		if code != exitInterrupted {
+			t.Errorf("watch exit = %d after Ctrl-C, want %d; stderr %q", code, exitInterrupted, errb.String())
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("watch did not return after Ctrl-C")

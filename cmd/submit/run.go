@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -11,7 +12,9 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -25,36 +28,46 @@ var version = "dev"
 
 // Exit codes besides the program's own.
 const (
-	exitTimedOut = 124
-	exitOther    = 125 // rejected, error, expired, cancelled, unknown, or submit's own failure
+	exitTimedOut    = 124
+	exitOther       = 125 // rejected, error, expired, cancelled, unknown, or submit's own failure
+	exitInterrupted = 130 // 128 + SIGINT: Ctrl-C, SIGTERM, SIGHUP or a closed standard output
 )
 
 const usage = `usage: submit [flags] [FILE|-] [-- ARGS...]
        submit watch ID
        submit cancel ID
+       submit artifacts ID [DIR]
        submit workers
        submit bench [--jobs N] [--concurrency C] [--lang L] [--code CODE]
+Each subcommand answers --help with its own flags.
 
 Sends one job to a runfleet fleet and, by default, waits for it: the program's stdout and stderr
 arrive on submit's own as the worker stores them, and submit exits with the program's exit code
 (124 when it timed out; 125 when it was rejected, cancelled, expired, or ended in error or
-unknown, with one line on stderr saying which and why).
+unknown, with one line on stderr saying which and why; 130 when interrupted).
 
 Flags go anywhere on the line; what follows -- is the program's arguments (sys.argv[1:],
 process.argv.slice(2)). When submit's standard input is a pipe or a file, it becomes the job's
 stdin (unless FILE is -, or --stdin or --stdin-file is given); a terminal is never read.
 
-Ctrl-C while waiting cancels the job and waits for its settlement; a second Ctrl-C leaves the job
-running and prints how to watch it. Ctrl-C in submit watch only stops watching (exit 130).
+Ctrl-C while waiting cancels the job and waits for its settlement, then exits 130; a second
+Ctrl-C stops waiting (the cancel stands). SIGTERM, SIGHUP and a closed standard output do the
+same as Ctrl-C.
+
+--output keeps files as artifacts; once the job settled they are downloaded into --artifacts DIR
+(default ./<job id>/), created when missing. Writes stay inside DIR, a .git path is refused, and an
+existing file is never replaced unless --force.
 
 Examples:
   submit --lang python3 --code 'print(6*7)'
   echo 'import sys; sys.exit(3)' | submit --lang python3 -
   submit script.js --env MODE=fast --timeout 5s < input.txt
   submit report.py --file data.csv --label team=ml -- --month 2026-11
-  submit --no-wait analysis.py            # prints the job id
-  submit watch 6b0f…                      # replay and follow a job
+  submit plot.py --output 'out/*.png'         # downloads into ./<job id>/out/
+  submit --no-wait analysis.py                # prints the job id
+  submit watch 6b0f…                          # replay and follow a job
   submit --json --code 'print(1)' --lang python3 | jq .status
+  submit --events --code 'print(1)' --lang python3 | jq -c .
 
 The connection flags (--nats-*, --prefix, --queue, --stream-replicas) also read RUNFLEET_<NAME>
 from the environment (--nats-url ↔ RUNFLEET_NATS_URL); the job's own flags read nothing from it.
@@ -69,7 +82,26 @@ type options struct {
 	lang, code, preload, stdin, stdinFile, id, timeout, deadline string
 	outputBytes, memory, pids                                    string
 	env, files, labels                                           cli.List
-	noWait, json                                                 bool
+	noWait, json, events                                         bool
+}
+
+// mode is how a followed job reaches standard output.
+type mode int
+
+const (
+	plain    mode = iota // its stdout and stderr on submit's own
+	asJSON               // the settlement only, as JSON
+	asEvents             // NDJSON: each page, then the settlement
+)
+
+func (o *options) mode() mode {
+	switch {
+	case o.events:
+		return asEvents
+	case o.json:
+		return asJSON
+	}
+	return plain
 }
 
 // connectionFlags are the flags that also read RUNFLEET_* (docs/cli.md); the per-job flags read none.
@@ -84,14 +116,26 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 
 // runFlags is the flag set of `submit [flags] FILE`: the connection, the job, and what to do
 // once it is stored. A feature with flags of its own adds them here.
-func runFlags(o *options, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+func runFlags(o *options, stdout io.Writer) *flag.FlagSet {
+	fs := newFlagSet("submit", usage, stdout)
 	commonFlags(fs, o)
 	jobFlags(fs, o)
 	fs.BoolVar(&o.noWait, "no-wait", false, "print the job id and exit 0 once the job is stored")
+	outputFlags(fs, o)
+	return fs
+}
+
+// outputFlags are how a followed job is printed (submit and submit watch).
+func outputFlags(fs *flag.FlagSet, o *options) {
 	fs.BoolVar(&o.json, "json", false, "print the settlement as JSON instead of the output")
+	fs.BoolVar(&o.events, "events", false, `print NDJSON: a line per page ({"type":"page",...}), then {"type":"settlement",...}`)
+}
+
+// newFlagSet is a flag set whose --help prints text and the flags, with two dashes, on stdout.
+func newFlagSet(name, text string, stdout io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stdout)
+	fs.Usage = func() { fmt.Fprint(stdout, text); cli.PrintFlags(stdout, fs) }
 	return fs
 }
 
@@ -118,11 +162,11 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 		case "watch", "cancel", "workers", "bench":
 			return subcommand(sigs, args[0], args[1:], getenv, stdout, stderr)
 		case "artifacts":
-			return artifactsCommand(args[1:], getenv, stderr)
+			return artifactsCommand(args[1:], getenv, stdout, stderr)
 		}
 	}
 	var o options
-	fs := runFlags(&o, stderr)
+	fs := runFlags(&o, stdout)
 	var arts artifactFlags
 	arts.register(fs)
 	files, progArgs, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
@@ -131,16 +175,23 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if o.json && o.events {
+		cli.Fail(stderr, "submit", errors.New("give --json or --events, not both"))
+		return exitOther
+	}
 	req, err := buildRequest(&o, given, files, progArgs, stdin)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	req.Outputs = arts.outputs
-	c, nc, err := connect(o)
+	c, nc, err := connect(o, stderr)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	defer nc.Close()
+	if interrupted(sigs) { // before anything is stored: nothing to cancel
+		return exitInterrupted
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	sub, err := c.Submit(ctx, o.queue, req, nil)
 	cancel()
@@ -154,7 +205,21 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 		fmt.Fprintln(stdout, sub.ID)
 		return 0
 	}
-	return arts.after(c, sub.ID, follow(sigs, c, sub.ID, o.json, false, stdout, stderr), stderr)
+	code := follow(sigs, c, sub.ID, o.mode(), false, stdout, stderr)
+	if code == exitInterrupted {
+		return code
+	}
+	return arts.after(c, sub.ID, code, stderr)
+}
+
+// interrupted says whether a signal came while submit was getting ready.
+func interrupted(sigs <-chan os.Signal) bool {
+	select {
+	case s := <-sigs:
+		return s != syscall.SIGPIPE
+	default:
+		return false
+	}
 }
 
 // parseFailed reports a command line that did not parse, --help or --version, and returns the
@@ -166,9 +231,19 @@ func parseFailed(stdout, stderr io.Writer, err error) int {
 	return exitOther
 }
 
-// connect returns a client and its connection; the caller closes the connection.
-func connect(o options) (*runfleet.Client, *nats.Conn, error) {
-	nc, err := o.conn.Connect("runfleet-submit")
+// connect returns a client and its connection; the caller closes the connection. A connection
+// lost later is retried until it is back, saying so on stderr: a waiting submit would otherwise
+// hang silently.
+func connect(o options, stderr io.Writer) (*runfleet.Client, *nats.Conn, error) {
+	nc, err := o.conn.Connect("runfleet-submit", nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				fmt.Fprintf(stderr, "submit: lost the connection to NATS (%v); retrying until it is back (Ctrl-C stops)\n", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			fmt.Fprintf(stderr, "submit: reconnected to NATS at %s\n", nc.ConnectedUrl())
+		}))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (is a worker --dev or nats-server running?)", err)
 	}
@@ -188,71 +263,140 @@ func fail(stderr io.Writer, err error) int {
 	return exitOther
 }
 
-// exitDetached is submit watch's exit code after Ctrl-C: 128 + SIGINT, what a shell reports
-// for docker logs -f or tail -f stopped the same way.
-const exitDetached = 130
-
-// follow streams job id's pages and returns the exit code its settlement calls for. On Ctrl-C
-// it cancels the job and waits for its settlement (a second Ctrl-C leaves the job running); with
-// detach (submit watch, which did not start the job) it only stops watching.
-func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, asJSON, detach bool, stdout, stderr io.Writer) int {
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
+// follow streams job id's pages and returns the exit code its settlement calls for. The first
+// Ctrl-C, SIGTERM, SIGHUP or failed write to stdout cancels the job and waits for its settlement
+// (detach, for submit watch, which did not start the job: only stops watching); a second stops
+// waiting. Either way it returns exitInterrupted.
+func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, m mode, detach bool, stdout, stderr io.Writer) int {
+	ctx, stopWaiting := context.WithCancel(context.Background())
+	defer stopWaiting()
+	out := &pages{mode: m, stdout: stdout, stderr: stderr, closed: make(chan struct{})}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer close(done)
-	var detached atomic.Bool
+	var stopped atomic.Bool // by an interrupt
 	wg.Go(func() {
-		select {
-		case <-sigs:
-		case <-done:
-			return
-		}
-		if detach {
-			detached.Store(true)
-			stop()
-			return
-		}
-		fmt.Fprintf(stderr, "submit: cancelling job %s (Ctrl-C again to leave it running)\n", id)
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := c.Cancel(cctx, id); err != nil {
-			fmt.Fprintln(stderr, "submit:", describe(id, err))
-		}
-		cancel()
-		select {
-		case <-sigs:
-			fmt.Fprintf(stderr, "submit: left job %s running; follow it with: submit watch %s\n", id, id)
-			stop()
-		case <-done:
+		first := true
+		closed := out.closed
+		var cancelled string // what became of the cancel, said when submit stops waiting
+		for {
+			select {
+			case <-done:
+				return
+			case s := <-sigs:
+				if s == syscall.SIGPIPE && !first {
+					continue // our own write to a closed stream, not a second Ctrl-C
+				}
+			case <-closed:
+				closed = nil
+				if !first {
+					continue
+				}
+			}
+			stopped.Store(true)
+			switch {
+			case detach:
+				fmt.Fprintf(stderr, "submit: stopped watching job %s; it goes on\n", id)
+				stopWaiting()
+				return
+			case !first:
+				fmt.Fprintf(stderr, "submit: stopped waiting for job %s; %s\n", id, cancelled)
+				stopWaiting()
+				return
+			}
+			first = false
+			fmt.Fprintf(stderr, "submit: cancelling job %s and waiting for its settlement (Ctrl-C again stops waiting)\n", id)
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := c.Cancel(cctx, id)
+			cancel()
+			switch {
+			case err == nil:
+				cancelled = "its cancel is stored and stands (submit watch " + id + " shows how it settles)"
+			case errors.Is(err, runfleet.ErrSettled):
+				cancelled = "it had already settled (submit watch " + id + " shows how)"
+			default:
+				fmt.Fprintln(stderr, "submit:", describe(id, err))
+				cancelled = "its cancel was not stored and it may go on (submit cancel " + id + " tries again)"
+			}
 		}
 	})
-	st, err := c.Watch(ctx, id, func(p runfleet.Page) error {
-		if asJSON {
+	st, err := c.Watch(ctx, id, out.page)
+	close(done)
+	wg.Wait()
+	code := exitOther
+	switch {
+	case stopped.Load() && errors.Is(err, runfleet.ErrNoSettlement):
+	case err != nil:
+		fail(stderr, describe(id, err))
+	default:
+		out.settlement(st)
+		code = exitCode(st, stderr)
+	}
+	if stopped.Load() {
+		return exitInterrupted
+	}
+	return code
+}
+
+// pages writes a followed job's pages as its mode asks. A write to stdout that fails (a closed
+// pipe: submit … | head) closes closed once; later output is dropped.
+type pages struct {
+	mode           mode
+	stdout, stderr io.Writer
+	closed         chan struct{}
+	broken         bool // stdout failed; only Watch's callback reads and writes it
+}
+
+// event is a line of --events: a page, or the settlement last.
+type event struct {
+	Type       string          `json:"type"`
+	Stream     string          `json:"stream,omitempty"`
+	Index      *int64          `json:"index,omitempty"`
+	Data       *string         `json:"data,omitempty"`
+	Encoding   string          `json:"encoding,omitempty"` // "base64" when Data is not UTF-8 text
+	Settlement *job.Settlement `json:"settlement,omitempty"`
+}
+
+func (p *pages) page(pg runfleet.Page) error {
+	if p.broken {
+		return nil
+	}
+	var err error
+	switch p.mode {
+	case asJSON:
+		return nil
+	case asEvents:
+		ev := event{Type: "page", Stream: pg.Stream, Index: &pg.Index}
+		data := string(pg.Data)
+		if !utf8.Valid(pg.Data) {
+			data, ev.Encoding = base64.StdEncoding.EncodeToString(pg.Data), "base64"
+		}
+		ev.Data = &data
+		err = json.NewEncoder(p.stdout).Encode(ev)
+	default:
+		if pg.Stream == job.Stderr {
+			_, _ = p.stderr.Write(pg.Data)
 			return nil
 		}
-		w := stdout
-		if p.Stream == job.Stderr {
-			w = stderr
-		}
-		_, err := w.Write(p.Data)
-		return err
-	})
-	switch {
-	case detached.Load() && errors.Is(err, runfleet.ErrNoSettlement):
-		fmt.Fprintf(stderr, "submit: stopped watching job %s; it goes on\n", id)
-		return exitDetached
-	case errors.Is(err, runfleet.ErrNoSettlement):
-		return exitOther
-	case err != nil:
-		return fail(stderr, describe(id, err))
+		_, err = p.stdout.Write(pg.Data)
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
+	if err != nil {
+		p.broken = true
+		close(p.closed)
+	}
+	return nil
+}
+
+// settlement prints st when the mode asks for it and stdout still takes it.
+func (p *pages) settlement(st job.Settlement) {
+	switch {
+	case p.broken:
+	case p.mode == asJSON:
+		enc := json.NewEncoder(p.stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(st)
+	case p.mode == asEvents:
+		_ = json.NewEncoder(p.stdout).Encode(event{Type: "settlement", Settlement: &st})
 	}
-	return exitCode(st, stderr)
 }
 
 // describe says in words what a lookup of job id found, for the errors a user meets.

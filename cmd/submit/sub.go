@@ -1,10 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -23,23 +23,64 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
+// subUsage is each subcommand's --help, before its flags.
+var subUsage = map[string]string{
+	"watch": `usage: submit watch ID [flags]
+
+Replays and follows job ID's output and settlement, exiting as submit does. An unknown id, or one
+whose results expired, fails at once. Ctrl-C, SIGTERM, SIGHUP or a closed standard output only stop
+watching (exit 130): the job goes on.
+
+Flags:
+`,
+	"cancel": `usage: submit cancel ID [flags]
+
+Cancels job ID, waiting or running. An unknown id, a settled job or one whose results expired is
+one line on stderr and exit 125.
+
+Flags:
+`,
+	"workers": `usage: submit workers [flags]
+
+Lists the workers that answer a ping or send a heartbeat; waits 2.5 s only while none answered,
+and exits 1 when none did.
+
+Flags:
+`,
+	"bench": `usage: submit bench [--jobs N] [--concurrency C] [--lang L] [--code CODE] [flags]
+
+Sends N jobs, C in flight, and prints jobs/s, latency percentiles from publish to settlement and
+the statuses; exits 1 when a job did not succeed. --code defaults to a no-op of --lang.
+
+Flags:
+`,
+}
+
+// benchNoop is the code of submit bench's jobs when --code is not given.
+var benchNoop = map[string]string{"python3": "pass", "nodejs": "void 0"}
+
 func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	var o options
-	fs := flag.NewFlagSet("submit "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs := newFlagSet("submit "+name, subUsage[name], stdout)
 	commonFlags(fs, &o)
-	fs.BoolVar(&o.json, "json", false, "watch: print the settlement as JSON instead of the output")
 	var b benchOptions
-	if name == "bench" {
+	switch name {
+	case "watch":
+		outputFlags(fs, &o)
+	case "workers":
+		fs.BoolVar(&o.json, "json", false, "print each worker's heartbeat as a line of JSON instead of the table")
+	case "bench":
 		fs.IntVar(&b.jobs, "jobs", 200, "jobs to send")
 		fs.IntVar(&b.concurrency, "concurrency", 16, "jobs in flight at once")
 		fs.StringVar(&b.lang, "lang", "python3", "profile of every job")
-		fs.StringVar(&b.code, "code", "pass", "code of every job")
+		fs.StringVar(&b.code, "code", "", "code of every job (default: a no-op of --lang)")
 	}
 	pos, _, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
 	if err != nil {
 		return parseFailed(stdout, stderr, err)
+	}
+	if b.code == "" {
+		b.code = benchNoop[b.lang]
 	}
 	needID := name == "watch" || name == "cancel"
 	switch {
@@ -52,20 +93,23 @@ func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(s
 	case !needID && len(pos) > 0:
 		cli.Fail(stderr, "submit", fmt.Errorf("submit %s takes no arguments, got %q", name, pos))
 		return exitOther
+	case o.json && o.events:
+		cli.Fail(stderr, "submit", errors.New("give --json or --events, not both"))
+		return exitOther
 	case name == "bench":
 		if err := b.validate(); err != nil {
 			cli.Fail(stderr, "submit", err)
 			return exitOther
 		}
 	}
-	c, nc, err := connect(o)
+	c, nc, err := connect(o, stderr)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	defer nc.Close()
 	switch name {
 	case "watch":
-		return follow(sigs, c, pos[0], o.json, true, stdout, stderr)
+		return follow(sigs, c, pos[0], o.mode(), true, stdout, stderr)
 	case "cancel":
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -75,7 +119,7 @@ func subcommand(sigs <-chan os.Signal, name string, args []string, getenv func(s
 		fmt.Fprintf(stderr, "submit: cancel of job %s stored\n", pos[0])
 		return 0
 	case "workers":
-		return workers(nc, c.Subjects(), stdout, stderr)
+		return workers(nc, c.Subjects(), o.json, stdout, stderr)
 	default:
 		return bench(c, nc, o.queue, b, stdout, stderr)
 	}
@@ -94,7 +138,7 @@ func (b benchOptions) validate() error {
 	case b.concurrency < 1:
 		return fmt.Errorf("--concurrency %d: want at least 1", b.concurrency)
 	case b.lang == "" || b.code == "":
-		return errors.New("--lang and --code: want a profile and some code")
+		return fmt.Errorf("--lang %q: no built-in no-op for it; give --code", b.lang)
 	}
 	return nil
 }
@@ -114,11 +158,13 @@ type heartbeat struct {
 
 // workers pings the fleet's workers and lists those that answer. A worker answers a ping at once;
 // one that does not (an older version) is still heard by its heartbeat, every 2 s, so submit
-// waits a heartbeat period only while nobody answered.
-func workers(nc *nats.Conn, s job.Subjects, stdout, stderr io.Writer) int {
+// waits a heartbeat period only while nobody answered. None answering is exit 1, so that a
+// script can tell an empty fleet.
+func workers(nc *nats.Conn, s job.Subjects, asJSON bool, stdout, stderr io.Writer) int {
 	const period, quiet = 2500 * time.Millisecond, 300 * time.Millisecond
 	var mu sync.Mutex
 	seen := map[string]heartbeat{}
+	raw := map[string]json.RawMessage{}
 	heard := make(chan struct{}, 1)
 	record := func(m *nats.Msg) {
 		var hb heartbeat
@@ -126,7 +172,7 @@ func workers(nc *nats.Conn, s job.Subjects, stdout, stderr io.Writer) int {
 			return
 		}
 		mu.Lock()
-		seen[hb.ID] = hb
+		seen[hb.ID], raw[hb.ID] = hb, m.Data
 		mu.Unlock()
 		select {
 		case heard <- struct{}{}:
@@ -162,6 +208,19 @@ func workers(nc *nats.Conn, s job.Subjects, stdout, stderr io.Writer) int {
 	mu.Lock()
 	defer mu.Unlock()
 	ids := slices.Sorted(maps.Keys(seen))
+	if len(ids) == 0 {
+		fmt.Fprintf(stderr, "submit: no worker answered within %v\n", period)
+		return 1
+	}
+	if asJSON {
+		for _, id := range ids {
+			var line bytes.Buffer
+			if json.Compact(&line, raw[id]) == nil {
+				fmt.Fprintln(stdout, line.String())
+			}
+		}
+		return 0
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WORKER\tVERSION\tARCH\tPROVIDER\tCGROUP\tSLOTS\tRUNNING\tWAITING\tPROFILES")
 	for _, id := range ids {
@@ -170,9 +229,6 @@ func workers(nc *nats.Conn, s job.Subjects, stdout, stderr io.Writer) int {
 			hb.Slots, hb.Running, hb.Waiting, strings.Join(hb.Profiles, ","))
 	}
 	_ = tw.Flush()
-	if len(ids) == 0 {
-		fmt.Fprintf(stderr, "submit: no worker answered within %v\n", period)
-	}
 	return 0
 }
 

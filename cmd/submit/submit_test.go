@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +32,10 @@ func needWorker(t *testing.T) {
 	}
 }
 
+// workerBin and submitBin are the programs built for the tests: the shell conventions are
+// tested on the real submit, signals and pipes included.
+var workerBin, submitBin string
+
 func TestMain(m *testing.M) {
 	os.Exit(func() int {
 		if os.Geteuid() != 0 {
@@ -46,14 +51,21 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		defer os.RemoveAll(dir)
-		bin := filepath.Join(dir, "worker")
-		if out, err := exec.Command("go", "build", "-o", bin, "github.com/runfleet/runfleet/cmd/worker").CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "build worker: %v\n%s", err, out)
-			return 1
+		for _, b := range []struct {
+			bin *string
+			pkg string
+		}{{&workerBin, "cmd/worker"}, {&submitBin, "cmd/submit"}} {
+			if *b.bin, err = testenv.BuildProgram(dir, b.pkg); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
 		}
+		bin := workerBin
 		port := testenv.FreePortNumber()
 		natsURL = fmt.Sprintf("nats://127.0.0.1:%d", port)
 		w := exec.Command(bin, "--dev", "--nats-url", natsURL, "--listen", "127.0.0.1:0", "--concurrency", "2")
+		// A test binary killed on its timeout runs no deferred stop: the worker must go with it.
+		w.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 		log := &testenv.Buffer{}
 		w.Stderr = log
 		if err := w.Start(); err != nil {
@@ -173,56 +185,6 @@ func TestCancel(t *testing.T) {
 	w := submit(t, "", "watch", id)
 	if w.code != 125 || !strings.Contains(w.stderr, "cancelled") {
 		t.Errorf("watch after cancel = %d %q; want 125 and a line saying cancelled", w.code, w.stderr)
-	}
-}
-
-func TestCtrlC(t *testing.T) {
-	needWorker(t)
-	env := func(k string) string {
-		if k == "RUNFLEET_NATS_URL" {
-			return natsURL
-		}
-		return ""
-	}
-	cases := []struct {
-		name    string
-		signals int
-		stderr  []string
-	}{
-		{"once cancels and waits", 1, []string{"cancelling job", "cancelled"}},
-		{"twice stops waiting", 2, []string{"cancelling job", "submit watch "}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			sigs := make(chan os.Signal, 2)
-			var out, errb testenv.Buffer
-			done := make(chan int)
-			go func() {
-				done <- run(sigs, []string{"--lang", "python3", "--code", "import time; print('up', flush=True); time.sleep(30)"},
-					env, strings.NewReader(""), &out, &errb)
-			}()
-			for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "up"); time.Sleep(20 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("job did not start: %q %q", out.String(), errb.String())
-				}
-			}
-			for range c.signals { // back to back: the second comes before the settlement
-				sigs <- os.Interrupt
-			}
-			select {
-			case code := <-done:
-				if code != 125 {
-					t.Errorf("exit code = %d, want 125", code)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("submit did not return after Ctrl-C")
-			}
-			for _, want := range c.stderr {
-				if !strings.Contains(errb.String(), want) {
-					t.Errorf("stderr = %q, want it to say %q", errb.String(), want)
-				}
-			}
-		})
 	}
 }
 

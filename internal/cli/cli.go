@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -68,7 +69,7 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string, readsEnv
 				usage()
 				return nil, nil, err
 			}
-			return nil, nil, &UsageError{err}
+			return nil, nil, &UsageError{doubleDash(err)}
 		}
 		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 		left := fs.Args()
@@ -102,9 +103,39 @@ func parse(fs *flag.FlagSet, args []string, getenv func(string) string, readsEnv
 	return positional, afterDash, err
 }
 
-// Fail is how a program reports a command line that does not parse: one line, then the hint.
+// flagName is where the flag package names a flag in its errors, with one dash.
+var flagName = regexp.MustCompile(`(not defined: |for flag |needs an argument: )-([^-])`)
+
+// doubleDash names flags in the flag package's errors as the usage spells them, --name.
+func doubleDash(err error) error {
+	msg := err.Error()
+	if fixed := flagName.ReplaceAllString(msg, "$1--$2"); fixed != msg {
+		return errors.New(fixed)
+	}
+	return err
+}
+
+// Fail is how a program reports a command line that does not parse: one line, with the hint.
 func Fail(w io.Writer, program string, err error) {
-	fmt.Fprintf(w, "%s: %v\nRun '%s --help' for usage.\n", program, err, program)
+	fmt.Fprintf(w, "%s: %v (run '%s --help' for usage)\n", program, err, program)
+}
+
+// PrintFlags writes fs's flags as a usage lists them, which --help prints: double-dash names,
+// the kind of value, and the default when it is not the zero value.
+func PrintFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		kind, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if kind != "" {
+			line += " " + kind
+		}
+		switch f.DefValue {
+		case "", "0", "false", "[]":
+		default:
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n        %s\n", line, usage)
+	})
 }
 
 // List is a repeatable flag.

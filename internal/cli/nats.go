@@ -71,13 +71,14 @@ func (n NATS) Options() ([]nats.Option, error) {
 	return opts, nil
 }
 
-// Connect connects once, for a short-lived program (submit): no reconnect loop, a bounded dial.
-func (n NATS) Connect(name string) (*nats.Conn, error) {
+// Connect connects a short-lived program (submit) with a bounded dial; extra options (how it
+// reconnects and says so) come after the flags'.
+func (n NATS) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
 	opts, err := n.Options()
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(n.URL, append(opts, nats.Name(name), nats.Timeout(5*time.Second))...)
+	nc, err := nats.Connect(n.URL, append(append(opts, nats.Name(name), nats.Timeout(5*time.Second)), extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("nats %s unreachable: %w", n.URL, err)
 	}

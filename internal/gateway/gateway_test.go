@@ -223,9 +223,14 @@ func TestGateway(t *testing.T) {
 			t.Fatalf("POST = %d %v", code, ans)
 		}
 		id, content := ans["job_id"].(string), []byte("artifact bytes\x00\xff")
-		code, b = f.do("GET", "/v1/jobs/"+id+"/artifacts/out/data.bin", apiKey, nil)
-		if code != http.StatusOK || !bytes.Equal(b, content) {
-			t.Errorf("GET artifact = %d %q, want 200 %q", code, b, content)
+		resp := f.send(t.Context(), "GET", "/v1/jobs/"+id+"/artifacts/out/data.bin", apiKey, nil)
+		b, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Equal(b, content) {
+			t.Errorf("GET artifact = %d %q, want 200 %q", resp.StatusCode, b, content)
+		}
+		if got := resp.Header.Get("Content-Disposition"); got != "attachment; filename=data.bin" {
+			t.Errorf("GET artifact: Content-Disposition %q, want attachment; filename=data.bin", got)
 		}
 		if code, b = f.do("GET", "/v1/jobs/"+id+"/artifacts/out/other.bin", apiKey, nil); code != http.StatusNotFound {
 			t.Errorf("GET unlisted artifact = %d %s, want 404", code, b)

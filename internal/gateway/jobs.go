@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -223,7 +226,6 @@ func lookupFailure(id string, err error) errorBody {
 	return errorBody{Reason: "not_found", Detail: "the fleet holds no job " + id}
 }
 
-// artifactEntry is one file of a settlement's "artifacts" list (docs/protocol.md, Artifacts).
 // artifact streams a file the settlement lists, from the fleet's object store bucket.
 func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
@@ -272,6 +274,8 @@ func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
 	}
 	defer obj.Close()
 	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Disposition", attachment(path))
 	w.Header().Set("Content-Length", strconv.FormatInt(entry.Size, 10))
 	if entry.SHA256 != "" {
 		w.Header().Set("ETag", `"sha256:`+entry.SHA256+`"`)
@@ -279,6 +283,22 @@ func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
 	if _, err := io.Copy(w, obj); err != nil {
 		g.log.Warn("send artifact", "job_id", id, "object", entry.Object, "err", err)
 	}
+}
+
+// attachment is the Content-Disposition of an artifact: a download, named by the path's last
+// element. The job chose the name, so a browser gets no directory, no control character (a
+// terminal escape, a forged header line) and only valid UTF-8, which RFC 2231 encodes.
+func attachment(path string) string {
+	name := strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '/' || r == '\\' {
+			return '_'
+		}
+		return r
+	}, strings.ToValidUTF8(path[strings.LastIndexByte(path, '/')+1:], "\uFFFD"))
+	if name == "" || name == "." || name == ".." {
+		name = "artifact"
+	}
+	return mime.FormatMediaType("attachment", map[string]string{"filename": name})
 }
 
 func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
