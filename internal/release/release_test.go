@@ -106,3 +106,72 @@ func main() {
 		}
 	}
 }
+
+// TestSetVersion releases a copy of the tree at another version, then checks each nested module's
+// go.sum as the go command does outside the workspace: it downloads the siblings the module
+// requires from a module proxy of the copy and compares their hashes.
+func TestSetVersion(t *testing.T) {
+	needTools(t)
+	src, dir := repoRoot(t), t.TempDir()
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		out, err := exec.CommandContext(t.Context(), "git", append([]string{"-C", dir}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+		}
+		return string(out)
+	}
+	for f := range strings.SplitSeq(git(src, "ls-files", "-z", "--cached", "--others", "--exclude-standard"), "\x00") {
+		data, err := os.ReadFile(filepath.Join(src, f))
+		if f == "" || os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(dir, "init", "-q")
+	git(dir, "add", "-A")
+
+	const version = "v0.99.0"
+	if err := release.SetVersion(dir, version); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := release.Version(dir); got != version || err != nil {
+		t.Fatalf("Version() = %q, %v after SetVersion(%q)", got, err, version)
+	}
+	proxy := t.TempDir()
+	if err := release.WriteProxy(dir, proxy, version); err != nil {
+		t.Fatal(err)
+	}
+	env, err := release.GoEnv(t.Context(), proxy, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = append(env, "GOFLAGS=-mod=readonly -modcacherw")
+	for _, m := range release.Modules[1:] {
+		mod, err := os.ReadFile(filepath.Join(dir, m.Dir, "go.mod"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(mod), "replace") {
+			t.Errorf("%s/go.mod has a replace directive:\n%s", m.Dir, mod)
+		}
+		var siblings []string
+		for _, s := range release.Modules {
+			if strings.Contains(string(mod), "\t"+s.Path+" "+version+"\n") {
+				siblings = append(siblings, s.Path)
+			}
+		}
+		if len(siblings) == 0 {
+			t.Fatalf("%s/go.mod requires no sibling at %s:\n%s", m.Dir, version, mod)
+		}
+		goCmd(t, filepath.Join(dir, m.Dir), env, append([]string{"mod", "download"}, siblings...)...)
+	}
+}
