@@ -6,8 +6,8 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/nats-io/nats.go v1.56.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/runfleet/runfleet v0.0.0
-	github.com/runfleet/runfleet/internal v0.0.0
+	github.com/runfleet/runfleet v0.1.0
+	github.com/runfleet/runfleet/internal v0.1.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -56,9 +56,4 @@ require (
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/runfleet/runfleet => ../
-	github.com/runfleet/runfleet/internal => ../internal
 )

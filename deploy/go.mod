@@ -3,13 +3,8 @@ module github.com/runfleet/runfleet/deploy
 go 1.26.0
 
 require (
-	github.com/runfleet/runfleet v0.0.0
-	github.com/runfleet/runfleet/internal v0.0.0
-)
-
-replace (
-	github.com/runfleet/runfleet => ../
-	github.com/runfleet/runfleet/internal => ../internal
+	github.com/runfleet/runfleet v0.1.0
+	github.com/runfleet/runfleet/internal v0.1.0
 )
 
 require (

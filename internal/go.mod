@@ -18,7 +18,7 @@ require (
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/runfleet/runfleet v0.0.0
+	github.com/runfleet/runfleet v0.1.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.62.0
 	golang.org/x/sys v0.50.0
@@ -57,5 +57,3 @@ require (
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/runfleet/runfleet => ../

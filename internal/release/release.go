@@ -98,8 +98,21 @@ func SetVersion(root, version string) error {
 	if err != nil {
 		return err
 	}
+	// go.work is in the root module's zip: write it before any hash.
+	required := make(map[string]bool) // by a sibling
+	for _, m := range Modules {
+		f, err := readGoMod(root, m)
+		if err != nil {
+			return err
+		}
+		for _, r := range f.Require {
+			required[r.Mod.Path] = isSibling(r.Mod.Path)
+		}
+	}
+	if err := setWorkReplace(root, version, required); err != nil {
+		return err
+	}
 	sums := make(map[string][2]string) // module path → zip hash, go.mod hash
-	required := make(map[string]bool)  // by a sibling
 	for _, m := range Modules {
 		f, err := readGoMod(root, m)
 		if err != nil {
@@ -114,7 +127,6 @@ func SetVersion(root, version string) error {
 				return fmt.Errorf("%s requires %s, which Modules lists after it", m.Path, r.Mod.Path)
 			}
 			requires = append(requires, r.Mod.Path)
-			required[r.Mod.Path] = true
 			if err := f.AddRequire(r.Mod.Path, version); err != nil {
 				return fmt.Errorf("%s: %w", m.Path, err)
 			}
@@ -143,7 +155,7 @@ func SetVersion(root, version string) error {
 		}
 		sums[m.Path] = [2]string{zipSum, modSum}
 	}
-	return setWorkReplace(root, version, required)
+	return nil
 }
 
 // setWorkReplace points go.work's replace directives for the siblings required at version at

@@ -1,6 +1,6 @@
 // Command release releases the repository's four modules in lockstep (`make release
 // VERSION=vX.Y.Z`, run at the repository's root on a clean tree): it rewrites the requirements
-// between the modules and their go.sum hashes, checks that each nested module vets outside the
+// between the modules and their go.sum hashes, checks that each nested module loads outside the
 // workspace from a module proxy of the tree, commits, and tags vX.Y.Z, internal/vX.Y.Z,
 // cmd/vX.Y.Z and deploy/vX.Y.Z.
 package main
@@ -110,9 +110,9 @@ func writeProxy(dir string, stdout io.Writer) error {
 	return nil
 }
 
-// check vets every package of each nested module, tests included, as the main module outside the
-// workspace with its siblings from a module proxy of the tree: the go command then checks each
-// sibling's zip against the go.sum that SetVersion wrote.
+// check loads every package of each nested module, tests included, as the main module outside
+// the workspace with its siblings from a module proxy of the tree: the go command then checks each
+// sibling's zip against the go.sum that SetVersion wrote, and that the go.sum misses nothing.
 func check(ctx context.Context, version string, stderr io.Writer) error {
 	tmp, err := os.MkdirTemp("", "runfleet-release-")
 	if err != nil {
@@ -128,14 +128,16 @@ func check(ctx context.Context, version string, stderr io.Writer) error {
 		return err
 	}
 	// The go.sum files are complete: nothing may be added to them.
-	env = append(env, "GOFLAGS=-mod=readonly -modcacherw -trimpath")
+	env = append(env, "GOFLAGS=-mod=readonly -modcacherw")
 	for _, m := range release.Modules[1:] {
-		fmt.Fprintf(stderr, "release: go vet ./... in %s, outside the workspace\n", m.Dir)
-		cmd := exec.CommandContext(ctx, "go", "vet", "./...")
+		fmt.Fprintf(stderr, "release: go list -deps -test ./... in %s, outside the workspace\n", m.Dir)
+		cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-test", "./...")
 		cmd.Dir = m.Dir
 		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go vet ./... in %s: %w\n%s", m.Dir, err, out)
+		var out bytes.Buffer
+		cmd.Stderr = &out
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go list -deps -test ./... in %s: %w\n%s", m.Dir, err, out.Bytes())
 		}
 	}
 	return nil
