@@ -165,6 +165,8 @@ var (
 	word = regexp.MustCompile(`[A-Za-z0-9_.\-/*{}<>$]+`)
 	// fileExt are the extensions that make a word a file name wherever it appears.
 	fileExt = regexp.MustCompile(`\.(go|md|mod|sum|work|yaml|yml|json|sh)$`)
+	// moduleTag is a nested module's tag (cmd/v0.1.0, internal/vX.Y.Z): a name, not a path.
+	moduleTag = regexp.MustCompile(`/v([0-9]+|X)\.([0-9]+|Y)\.([0-9]+|Z)$`)
 )
 
 // notFiles are words that look like file names and are not: the NATS Go client's name.
@@ -178,7 +180,7 @@ func citedFiles(text string, top map[string]bool) []string {
 	for _, w := range word.FindAllString(text, -1) {
 		w = strings.TrimRight(w, ".-/")
 		w = strings.TrimLeft(w, "./")
-		if w == "" || strings.ContainsAny(w, "*{}<>$") || notFiles[w] {
+		if w == "" || strings.ContainsAny(w, "*{}<>$") || notFiles[w] || moduleTag.MatchString(w) {
 			continue
 		}
 		first, _, nested := strings.Cut(w, "/")
