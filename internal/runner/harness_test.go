@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -83,6 +84,7 @@ type workerOpts struct {
 	warm        int              // sandboxes kept waiting per profile; 0: none
 	observer    pool.Observer
 	sandbox     runner.SandboxOptions
+	settleWait  time.Duration // default 10 s
 }
 
 // startWorker runs a runner until the test ends.
@@ -129,7 +131,7 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	f.pool = warm
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
-		Profiles: profiles, SettleWait: 10 * time.Second, MaxFailures: 3, Sandboxes: warm,
+		Profiles: profiles, SettleWait: cmp.Or(o.settleWait, 10*time.Second), MaxFailures: 3, Sandboxes: warm,
 		Logger: log, Sandbox: o.sandbox,
 	})
 	claimCtx, stop := context.WithCancel(context.Background())

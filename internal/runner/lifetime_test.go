@@ -41,7 +41,10 @@ func TestTeardownOutlastsTheTrustWindow(t *testing.T) {
 			files := tc.files
 			code := fmt.Sprintf("import time\nfor i in range(%d):\n    with open('out-%%03d.bin' %% i, 'wb') as f: f.write(b'x' * %d)\nprint('up', flush=True)\ntime.sleep(120)", files, size)
 			f := newFleet(t)
-			f.startWorker(workerOpts{ttl: ttl, docker: tc.docker, sandbox: runner.SandboxOptions{WorkspaceBytes: (files + 16) * size}})
+			// The settle budget holds the uploads under the race detector too, which slows them
+			// down several times.
+			f.startWorker(workerOpts{ttl: ttl, docker: tc.docker, settleWait: time.Minute,
+				sandbox: runner.SandboxOptions{WorkspaceBytes: (files + 16) * size}})
 			id := f.submit(job.Request{Language: "python3", Code: code, Outputs: []string{"out-*.bin"},
 				Limits: job.Limits{Timeout: 3 * time.Minute, MemoryBytes: 1 << 30, ArtifactFiles: files, ArtifactBytes: files * size}})
 			testenv.WaitFor(t, time.Minute, "the files written", func() bool { return f.pagesStored(id) > 0 })
