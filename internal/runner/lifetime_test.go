@@ -32,8 +32,8 @@ func TestTeardownOutlastsTheTrustWindow(t *testing.T) {
 		status job.Status
 		reason job.Reason
 	}{
-		{"namespace cancel", false, 200, cancelJob, job.StatusCancelled, job.ReasonCancelRequest},
-		{"namespace shutdown", false, 200, shutdownWorker, job.StatusFailed, job.ReasonWorkerShutdown},
+		{"namespace cancel", false, 256, cancelJob, job.StatusCancelled, job.ReasonCancelRequest},
+		{"namespace shutdown", false, 256, shutdownWorker, job.StatusFailed, job.ReasonWorkerShutdown},
 		{"docker cancel", true, 40, cancelJob, job.StatusCancelled, job.ReasonCancelRequest},
 		{"docker shutdown", true, 40, shutdownWorker, job.StatusFailed, job.ReasonWorkerShutdown},
 	} {
