@@ -6,8 +6,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/runfleet/runfleet/internal/cli"
+	"github.com/runfleet/runfleet/job"
 )
 
 // TestREADMEListsEveryFlag keeps the configuration table of the README in step with the flags.
@@ -66,6 +68,8 @@ func TestBadFlagsFailBeforeConnecting(t *testing.T) {
 		{"sentinel url without master", []string{"--redis-url", "redis+sentinel://127.0.0.1:1"}, "--redis-url"},
 		{"cluster url", []string{"--redis-url", "redis+cluster://127.0.0.1:1,127.0.0.1:2"}, "--redis-url"},
 		{"lease", []string{"--lease-ttl", "10ms"}, "--lease-ttl"},
+		{"max timeout below the default timeout", []string{"--max-timeout", "5s"}, "--max-timeout"},
+		{"max pages", []string{"--max-pages", "-1"}, "--max-pages"},
 		{"creds file missing", []string{"--nats-creds", "/nonexistent/user.creds"}, "--nats-creds"},
 		{"nkey file missing", []string{"--nats-nkey", "/nonexistent/user.nk"}, "--nats-nkey"},
 		{"CA file missing", []string{"--nats-tls-ca", "/nonexistent/ca.pem"}, "--nats-tls-ca"},
@@ -75,6 +79,41 @@ func TestBadFlagsFailBeforeConnecting(t *testing.T) {
 			err := run(make(chan os.Signal), append(append([]string{}, base...), c.args...), func(string) string { return "" }, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "unreachable") {
 				t.Errorf("run(%v) error = %v, want one about %s", c.args, err, c.want)
+			}
+		})
+	}
+}
+
+// TestMaxPagesFollowMaxTimeout: a chatty job as long as --max-timeout allows, which sets no
+// max_pages, gets the pages the page policy needs for its whole timeout; --max-pages sets them.
+func TestMaxPagesFollowMaxTimeout(t *testing.T) {
+	body := []byte(`{"language":"python3","code":"print(1)","limits":{"timeout_ms":1800000}}`)
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want int64
+	}{
+		{name: "derived from --max-timeout", args: []string{"--max-timeout", "30m"},
+			want: job.PagesNeeded(30*time.Minute, job.DefaultPolicy().Default.OutputBytes, job.DefaultPolicy().Default.PageBytes)},
+		{name: "--max-pages", args: []string{"--max-timeout", "30m", "--max-pages", "5000"}, want: 5000},
+		{name: "RUNFLEET_MAX_PAGES", args: []string{"--max-timeout", "30m"}, env: map[string]string{"RUNFLEET_MAX_PAGES": "7000"}, want: 7000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs, cfg := flags(io.Discard)
+			if err := cli.Parse(fs, c.args, func(k string) string { return c.env[k] }); err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.validate(); err != nil {
+				t.Fatal(err)
+			}
+			_, b, err := job.Decode(body, "long-chatty", cfg.policy())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.MaxPages < c.want {
+				t.Errorf("max_pages of a 30-minute job = %d, want at least %d", b.MaxPages, c.want)
 			}
 		})
 	}

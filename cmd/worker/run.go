@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -48,6 +49,7 @@ type config struct {
 	rootfs, image, dispatchLog                               string
 	cpus                                                     float64
 	maxTimeout                                               time.Duration
+	maxPages                                                 int64
 	maxFailures, streamReplicas                              int
 	hook                                                     func() func(phase string)
 	artifactsMaxBytes                                        byteSize
@@ -77,6 +79,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.StringVar(&c.image, "image", "runfleet-sandbox:latest", "docker provider: image of the built-in profiles")
 	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of each sandbox, in cores")
 	fs.DurationVar(&c.maxTimeout, "max-timeout", 5*time.Minute, "largest timeout_ms a job may ask for")
+	fs.Int64Var(&c.maxPages, "max-pages", 0, "largest max_pages a job may ask for or get by default (default: what a job of --max-timeout needs)")
 	fs.IntVar(&c.maxFailures, "max-failures", 5, "pre-dispatch failures before a job settles error")
 	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the fleet's streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
 	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
@@ -96,8 +99,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("--concurrency %d: want at least 1", c.concurrency)
 	case c.leaseTTL < time.Second:
 		return fmt.Errorf("--lease-ttl %v: want at least 1s", c.leaseTTL)
-	case c.maxTimeout <= 0:
-		return fmt.Errorf("--max-timeout %v: want a positive duration", c.maxTimeout)
+	case c.maxTimeout < job.DefaultPolicy().Default.Timeout:
+		return fmt.Errorf("--max-timeout %v: want at least the default timeout, %v", c.maxTimeout, job.DefaultPolicy().Default.Timeout)
+	case c.maxPages < 0 || c.maxPages > 0 && c.maxPages < job.DefaultPolicy().Default.MaxPages:
+		return fmt.Errorf("--max-pages %d: want 0 (derived from --max-timeout) or at least the default max_pages, %d", c.maxPages, job.DefaultPolicy().Default.MaxPages)
 	case c.cpus < 0:
 		return fmt.Errorf("--cpus %v: want 0 (no quota) or more", c.cpus)
 	case c.warm < -1:
@@ -133,6 +138,16 @@ func (c *config) validate() error {
 		return errors.New("--redis-url: redis+cluster:// is not served yet: the lease scripts touch keys of several hash slots")
 	}
 	return nil
+}
+
+// policy is what the worker accepts of a job. Unless --max-pages says otherwise, its page cap
+// holds a job of the longest timeout it accepts printing all along (job.PagesNeeded), so that a
+// raised --max-timeout never turns chatty output into page_limit.
+func (c *config) policy() job.Policy {
+	p := job.DefaultPolicy()
+	p.Max.Timeout = c.maxTimeout
+	p.Max.MaxPages = cmp.Or(c.maxPages, max(p.Max.MaxPages, job.PagesNeeded(c.maxTimeout, p.Max.OutputBytes, p.Default.PageBytes)))
+	return p
 }
 
 func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -247,8 +262,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		return err
 	}
 
-	policy := job.DefaultPolicy()
-	policy.Max.Timeout = c.maxTimeout
+	policy := c.policy()
 	m := metrics.New(c.concurrency)
 	sopts := runner.SandboxOptions{CPUs: c.cpus}
 	var shapes []sandbox.Shape

@@ -10,9 +10,18 @@
 // pre-dispatch failure count and the digests of what was dispatched; and a lease (string
 // `<prefix>:lease:<id>` = "<gen>:<owner>", expiring after TTL unless extended).
 //
-// Every claim increments the generation. The generation is the fencing token: every later script
-// succeeds only while the lease still reads "<gen>:<owner>", and every page and settlement is
-// stamped with it (Runfleet-Attempt).
+// Every claim takes a new generation: the record's next one, or the message's JetStream delivery
+// count when that is larger. The generation is the fencing token: every later script succeeds
+// only while the lease still reads "<gen>:<owner>", and every page and settlement is stamped with
+// it (Runfleet-Attempt, the Nats-Msg-Ids of its writes, the artifacts' `<job>/<attempt>/` prefix).
+//
+// A generation is never handed out twice for one message, even when Redis loses the record (a
+// restart without persistence, FLUSHDB, a deleted key) while a stale attempt still runs: each
+// delivery is claimed at most once, so by induction every generation is at most its delivery's
+// count, and a claim after a loss takes at least its own count, above every earlier delivery's.
+// Otherwise the new attempt would write with the stale attempt's Nats-Msg-Ids and take the stale
+// attempt's settlement, deduplicated, for its own. (A durable consumer deleted and made again
+// restarts the delivery counts; the fleet never deletes one.)
 //
 // # What a claim decides
 //

@@ -130,12 +130,18 @@ func publishRetry(ctx context.Context, js jetstream.JetStream, m *nats.Msg, opts
 	}
 }
 
+// errCodeMsgIDInProcess is JetStream's 409 "duplicate message id is in process": on a cluster, a
+// write whose Nats-Msg-Id an earlier try of it is still proposing. Tried again once that try is
+// stored, it is acked as a duplicate of it, or refused by the fence and recognised as stored.
+const errCodeMsgIDInProcess jetstream.ErrorCode = 10158
+
 // retryable tells a write that may succeed when tried again from one that never will: an API
-// error is final unless it is a 503 (the stream or the cluster has no leader at the moment).
+// error is final unless it is a 503 (the stream or the cluster has no leader at the moment) or a
+// message id still in process.
 func retryable(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.Code == 503
+		return apiErr.Code == 503 || apiErr.ErrorCode == errCodeMsgIDInProcess
 	}
 	return !errors.Is(err, nats.ErrConnectionClosed) && !errors.Is(err, nats.ErrMaxPayload)
 }

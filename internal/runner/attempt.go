@@ -27,11 +27,26 @@ type attempt struct {
 	meta  *jetstream.MsgMetadata
 	id    string
 	trace string
+	// log is read and rewritten by the attempt's own goroutine only; the heartbeat logs with the
+	// logger it was started with.
 	log   *slog.Logger
 	lease *lease.Lease
 	base  job.Settlement // fields every settlement of this attempt carries
 
 	outputs []string // the request's, kept as artifacts after the program ends
+	// stopHeartbeat stops the heartbeat and waits for it; the holder calls it before it gives its
+	// lease up (settled, released), so that no extend races the end of the lease.
+	stopHeartbeat func()
+}
+
+// destroyWait bounds a sandbox's destroy, which runs on a context of its own: however the job
+// ended (a lease lost, a shutdown), its sandbox is destroyed at once, not left to the reaper.
+const destroyWait = 30 * time.Second
+
+func destroy(ctx context.Context, sb sandbox.Sandbox) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyWait)
+	defer cancel()
+	return sb.Destroy(ctx)
 }
 
 func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
@@ -50,8 +65,15 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 		log: r.log.With("job_id", id, "queue", q, "delivery", meta.NumDelivered)}
 	a.base = job.Settlement{JobID: id, Worker: r.o.Worker, Provider: r.provider.Name(), QueuedAt: meta.Timestamp.UTC()}
 
-	jctx, cancel := context.WithCancelCause(runCtx)
+	// leaseCtx ends only when the lease is lost. The job's context jctx ends too on a cancel or a
+	// shutdown, which stop the program; the heartbeat, the teardown (collect, destroy) and the
+	// settlement run under leaseCtx, so that they keep the lease for as long as they take.
+	leaseCtx, loseLease := context.WithCancelCause(context.WithoutCancel(runCtx))
+	defer loseLease(nil)
+	jctx, cancel := context.WithCancelCause(leaseCtx)
 	defer cancel(nil)
+	stopKill := context.AfterFunc(runCtx, func() { cancel(context.Cause(runCtx)) })
+	defer stopKill()
 	r.cancels.add(a, cancel)
 	defer r.cancels.remove(a)
 
@@ -79,22 +101,24 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 	r.phase("claimed")
 
 	var hb sync.WaitGroup
-	hbCtx, stopHB := context.WithCancel(jctx)
-	hb.Go(func() { r.heartbeat(hbCtx, a, cancel) })
-	defer func() {
+	hbCtx, stopHB := context.WithCancel(leaseCtx)
+	log := a.log
+	hb.Go(func() { r.heartbeat(hbCtx, a, log, loseLease) })
+	a.stopHeartbeat = sync.OnceFunc(func() {
 		stopHB()
 		hb.Wait()
-	}()
+	})
+	defer a.stopHeartbeat()
 
 	switch claim.Mode {
 	case lease.ModeUnknown:
-		r.settleUndispatched(jctx, a, job.StatusUnknown, job.ReasonOutcomeLost, "an earlier attempt dispatched the job and its outcome was lost")
+		r.settleUndispatched(leaseCtx, a, job.StatusUnknown, job.ReasonOutcomeLost, "an earlier attempt dispatched the job and its outcome was lost")
 		return
 	case lease.ModeRecordLost:
-		r.settleUndispatched(jctx, a, job.StatusUnknown, job.ReasonRecordLost, "the job's record was lost after it was delivered")
+		r.settleUndispatched(leaseCtx, a, job.StatusUnknown, job.ReasonRecordLost, "the job's record was lost after it was delivered")
 		return
 	}
-	r.run(jctx, a, claim.Failures)
+	r.run(jctx, leaseCtx, a, claim.Failures)
 }
 
 func (r *Runner) rejectUnreadable(ctx context.Context, q string, m jetstream.Msg, meta *jetstream.MsgMetadata, id string) {
@@ -114,12 +138,14 @@ func (r *Runner) rejectUnreadable(ctx context.Context, q string, m jetstream.Msg
 	_ = m.DoubleAck(ctx)
 }
 
-func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
+// run lives the job's life from its request to its settlement. ctx is the job's context;
+// leaseCtx, which outlives a cancel and a shutdown, bounds what follows the program's end.
+func (r *Runner) run(ctx, leaseCtx context.Context, a *attempt, failures int) {
 	req, bounds, err := job.Decode(a.m.Data(), a.id, r.o.Policy)
 	if err != nil {
 		var re *job.RejectError
 		errors.As(err, &re)
-		r.settleUndispatched(ctx, a, job.StatusRejected, re.Reason, re.Detail)
+		r.settleUndispatched(leaseCtx, a, job.StatusRejected, re.Reason, re.Detail)
 		return
 	}
 	a.base.Labels = req.Labels
@@ -129,22 +155,22 @@ func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
 	a.base.ProfileDigest = prof.Digest
 	switch {
 	case !req.Deadline.IsZero() && time.Now().After(req.Deadline):
-		r.settleUndispatched(ctx, a, job.StatusExpired, "", "deadline "+req.Deadline.UTC().Format(time.RFC3339)+" passed before start")
+		r.settleUndispatched(leaseCtx, a, job.StatusExpired, "", "deadline "+req.Deadline.UTC().Format(time.RFC3339)+" passed before start")
 		return
 	case failures >= r.o.MaxFailures:
-		r.settleUndispatched(ctx, a, job.StatusError, job.ReasonInfrastructure, fmt.Sprintf("%d attempts failed before dispatch", failures))
+		r.settleUndispatched(leaseCtx, a, job.StatusError, job.ReasonInfrastructure, fmt.Sprintf("%d attempts failed before dispatch", failures))
 		return
 	}
 	if c, err := r.results.Cancelled(ctx, a.id, a.meta.Timestamp); err != nil {
-		r.release(ctx, a, err)
+		r.release(leaseCtx, a, err)
 		return
 	} else if c {
-		r.settleUndispatched(ctx, a, job.StatusCancelled, job.ReasonCancelRequest, "cancelled before start")
+		r.settleUndispatched(leaseCtx, a, job.StatusCancelled, job.ReasonCancelRequest, "cancelled before start")
 		return
 	}
 	payload, err := profile.Payload(req)
 	if err != nil {
-		r.release(ctx, a, err)
+		r.release(leaseCtx, a, err)
 		return
 	}
 	sum := sha256.Sum256(payload)
@@ -157,20 +183,20 @@ func (r *Runner) run(ctx context.Context, a *attempt, failures int) {
 	takeStart := time.Now()
 	sb, err := r.take(ctx, a, r.o.Sandbox.Shape(prof, limits), sandbox.Job{ID: a.id, Attempt: a.base.Attempt, Worker: r.o.Worker, Limits: limits})
 	if err != nil {
-		r.release(ctx, a, err)
+		r.release(leaseCtx, a, err)
 		return
 	}
 	if err := a.lease.Associate(ctx, sb.ID()); err != nil {
-		derr := sb.Destroy(context.WithoutCancel(ctx))
+		derr := destroy(ctx, sb)
 		if errors.Is(err, lease.ErrLost) {
 			a.log.Warn("lease lost before dispatch", "err", err, "destroy_err", derr)
 			return
 		}
-		r.release(ctx, a, errors.Join(err, derr))
+		r.release(leaseCtx, a, errors.Join(err, derr))
 		return
 	}
 	r.phase("associated")
-	r.dispatch(ctx, a, bounds, payload, sb, time.Since(takeStart))
+	r.dispatch(ctx, leaseCtx, a, bounds, payload, sb, time.Since(takeStart))
 }
 
 // take returns a sandbox assigned to j. A waiting sandbox that ended while it waited (a daemon
@@ -186,7 +212,7 @@ func (r *Runner) take(ctx context.Context, a *attempt, shape sandbox.Shape, j sa
 			a.log = a.log.With("sandbox", sb.ID(), "warm", warm)
 			return sb, nil
 		}
-		derr := sb.Destroy(context.WithoutCancel(ctx))
+		derr := destroy(ctx, sb)
 		if !warm || !errors.Is(err, sandbox.ErrEnded) {
 			return nil, errors.Join(err, derr)
 		}
@@ -214,7 +240,7 @@ func (r *Runner) reserve(ctx context.Context, a *attempt, payloadSHA, profileDig
 
 // dispatch sends the payload into the associated sandbox, pages its output while it runs,
 // destroys it and settles the job.
-func (r *Runner) dispatch(ctx context.Context, a *attempt, b job.Bounds, payload []byte, sb sandbox.Sandbox, startup time.Duration) {
+func (r *Runner) dispatch(ctx, leaseCtx context.Context, a *attempt, b job.Bounds, payload []byte, sb sandbox.Sandbox, startup time.Duration) {
 	chain := r.results.Chain(a.id, a.base.Attempt, a.trace)
 	pages := newPager(func(pctx context.Context, stream string, index, offset int64, data []byte) error {
 		if !a.lease.Valid() {
@@ -225,7 +251,7 @@ func (r *Runner) dispatch(ctx context.Context, a *attempt, b job.Bounds, payload
 	// Output publishes on a context that outlives a kill, so what the program printed before it
 	// stays stored, and that lasts as long as the program may run plus the settle budget: a long
 	// job prints until its own timeout.
-	pubCtx, cancelPub := outliveCtx(ctx, b.Timeout+r.o.SettleWait)
+	pubCtx, cancelPub := context.WithTimeout(leaseCtx, b.Timeout+r.o.SettleWait)
 	defer cancelPub()
 	stdout, stderr := pages.Writers(pubCtx)
 	flushCtx, stopFlush := context.WithCancel(ctx)
@@ -246,17 +272,17 @@ func (r *Runner) dispatch(ctx context.Context, a *attempt, b job.Bounds, payload
 	stopFlush()
 	flusher.Wait()
 
-	sctx, cancel := r.settleCtx(ctx)
+	sctx, cancel := r.settleCtx(leaseCtx)
 	defer cancel()
 	arts := r.collect(sctx, a, b, sb)
 	if arts != nil {
 		r.phase("collected")
 	}
-	destroyErr := sb.Destroy(sctx)
+	destroyErr := destroy(sctx, sb)
 	if destroyErr != nil {
 		a.log.Error("destroy sandbox", "err", destroyErr)
 	}
-	if errors.Is(context.Cause(ctx), errLeaseLost) {
+	if leaseCtx.Err() != nil {
 		a.log.Warn("lease lost while running; storing nothing more")
 		return
 	}

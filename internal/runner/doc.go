@@ -12,6 +12,13 @@
 //     window closes it kills the sandbox, and the job's context carries errLeaseLost, after which
 //     the runner writes nothing more of the job. The window is watched by its own timer on the
 //     monotonic clock, so a Redis that never answers cannot keep a sandbox past it.
+//   - The heartbeat runs until the attempt gives its lease up (settled, released) or loses it, not
+//     until the job's context ends: a job stopped by a cancel or a shutdown keeps its lease through
+//     the kill, the artifact upload, the destroy and the settlement, however much longer than the
+//     lease's TTL they take within the settle budget. Everything after the program's end runs on
+//     the lease's context, which only a lease loss ends.
+//   - A sandbox is destroyed on a bounded context of its own, so that a lease loss or a shutdown
+//     leaves no cgroup, uid or container to the reaper.
 //   - Nothing of the job (code, files, env) enters the sandbox before the dispatch is reserved
 //     and associated: a sandbox is created from its shape only (profile, sizes, waiting limits),
 //     before or after the job is known; Assign gives it the job's limits and identity, and the

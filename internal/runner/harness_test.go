@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,9 @@ type fleet struct {
 	subjects job.Subjects
 	dlog     string
 	pool     *pool.Pool // of the last worker started
+	// shutdown stops the last worker started as a SIGTERM does once its grace is over: it stops
+	// claiming and kills the running jobs, which settle failed/worker_shutdown.
+	shutdown func()
 }
 
 func newFleet(t testing.TB) *fleet { return newFleetWith(t, runfleet.StreamOptions{}) }
@@ -79,6 +83,8 @@ type workerOpts struct {
 	provider    sandbox.Provider // a provider of the test's own, instead of either
 	warm        int              // sandboxes kept waiting per profile; 0: none
 	observer    pool.Observer
+	sandbox     runner.SandboxOptions
+	settleWait  time.Duration // default 10 s
 }
 
 // startWorker runs a runner until the test ends.
@@ -119,14 +125,14 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	var shapes []sandbox.Shape
 	for _, name := range profiles.Names() {
-		shapes = append(shapes, runner.SandboxOptions{}.Shape(profiles[name], sandbox.Limits{MemoryBytes: policy.Default.MemoryBytes, Pids: policy.Default.Pids}))
+		shapes = append(shapes, o.sandbox.Shape(profiles[name], sandbox.Limits{MemoryBytes: policy.Default.MemoryBytes, Pids: policy.Default.Pids}))
 	}
 	warm := pool.New(p, shapes, pool.Options{Size: o.warm, Logger: log, Observer: o.observer})
 	f.pool = warm
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
-		Profiles: profiles, SettleWait: 10 * time.Second, MaxFailures: 3, Sandboxes: warm,
-		Logger: log,
+		Profiles: profiles, SettleWait: cmp.Or(o.settleWait, 10*time.Second), MaxFailures: 3, Sandboxes: warm,
+		Logger: log, Sandbox: o.sandbox,
 	})
 	claimCtx, stop := context.WithCancel(context.Background())
 	runCtx, kill := context.WithCancelCause(context.Background())
@@ -141,6 +147,10 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 			t.Errorf("Serve() error = %v", err)
 		}
 	})
+	f.shutdown = func() {
+		stop()
+		kill(runner.ShutdownCause())
+	}
 	t.Cleanup(func() {
 		stop()
 		kill(runner.ShutdownCause())

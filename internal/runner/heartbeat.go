@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -10,17 +11,18 @@ import (
 )
 
 // heartbeat extends a's lease and tells JetStream the delivery is in progress, a third of a TTL
-// apart, until ctx ends. The trust window is watched apart from Redis, by a timer on the
-// monotonic clock: when it closes (Redis silent, slow or gone, the process stalled) the job is
-// cancelled with errLeaseLost whatever an extend is doing, and every extend waits no longer than
-// the window has left.
-func (r *Runner) heartbeat(ctx context.Context, a *attempt, cancel context.CancelCauseFunc) {
+// apart, until ctx ends: ctx is the attempt's lease, which a cancel or a shutdown does not end,
+// so the lease is kept while a stopped job's teardown and settlement run. The trust window is
+// watched apart from Redis, by a timer on the monotonic clock: when it closes (Redis silent, slow
+// or gone, the process stalled) the lease is lost with errLeaseLost whatever an extend is doing,
+// and every extend waits no longer than the window has left.
+func (r *Runner) heartbeat(ctx context.Context, a *attempt, log *slog.Logger, lose context.CancelCauseFunc) {
 	var lost sync.Once
 	leaseLost := func(why string, err error) {
 		lost.Do(func() {
-			a.log.Warn("lease lost; stopping the job", "why", why, "err", err)
+			log.Warn("lease lost; stopping the job", "why", why, "err", err)
 			r.o.Observer.LeaseLost(a.q)
-			cancel(errLeaseLost)
+			lose(errLeaseLost)
 		})
 	}
 	window := time.AfterFunc(max(a.lease.Remaining(), 0), func() {
@@ -53,7 +55,7 @@ func (r *Runner) heartbeat(ctx context.Context, a *attempt, cancel context.Cance
 			leaseLost("extend refused", err)
 			return
 		}
-		a.log.Warn("extend lease", "err", err, "window_left", a.lease.Remaining())
+		log.Warn("extend lease", "err", err, "window_left", a.lease.Remaining())
 		t.Reset(min(every, max(a.lease.Remaining()/2, 10*time.Millisecond)))
 	}
 }

@@ -11,33 +11,19 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
-// outliveCtx outlives the job's context ctx on purpose, for at most d, so that a job killed by a
-// cancel or a shutdown still has its output and settlement stored; it ends at once when the job's
+// settleCtx is the settle budget of a job whose own context may have ended (a cancel, a
+// shutdown): it derives from leaseCtx, which outlives both on purpose and ends at once when the
 // lease is lost, so that a worker without a lease neither stores nor retries anything more.
-func outliveCtx(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	out, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
-	stop := context.AfterFunc(ctx, func() {
-		if errors.Is(context.Cause(ctx), errLeaseLost) {
-			cancel()
-		}
-	})
-	return out, func() {
-		stop()
-		cancel()
-	}
-}
-
-// settleCtx is the settle budget of a job whose context may have ended.
-func (r *Runner) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return outliveCtx(ctx, r.o.SettleWait)
+func (r *Runner) settleCtx(leaseCtx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(leaseCtx, r.o.SettleWait)
 }
 
 // settleUndispatched settles a job this attempt does not dispatch: rejected, expired, cancelled
 // before start, error, or unknown after an earlier attempt's dispatch. Its counts are what
 // earlier attempts stored (G4), read and fenced by [queue.Results.Resume]: should a stale attempt
 // store more in between, the settlement is refused and counted again.
-func (r *Runner) settleUndispatched(ctx context.Context, a *attempt, status job.Status, reason job.Reason, detail string) {
-	sctx, cancel := r.settleCtx(ctx)
+func (r *Runner) settleUndispatched(leaseCtx context.Context, a *attempt, status job.Status, reason job.Reason, detail string) {
+	sctx, cancel := r.settleCtx(leaseCtx)
 	defer cancel()
 	var err error
 	for range 3 {
@@ -120,6 +106,7 @@ func (r *Runner) adoptSettlement(ctx context.Context, a *attempt) {
 		return
 	}
 	a.log.Info("settled by an earlier attempt", "status", prev.Status, "by_attempt", prev.Attempt)
+	a.stopHeartbeat()
 	if err := r.leases.Adopt(ctx, a.id, string(prev.Status), a.lease); err != nil {
 		a.log.Warn("record settlement", "err", err)
 	}
@@ -136,6 +123,7 @@ func (r *Runner) stored(ctx context.Context, a *attempt, st job.Settlement, run 
 	a.log.Info("settled", "status", st.Status, "reason", st.Reason, "exit_code", code,
 		"pages", st.Pages, "stdout_bytes", st.StdoutBytes, "stderr_bytes", st.StderrBytes)
 	r.phase("settled")
+	a.stopHeartbeat()
 	err := a.lease.Settled(ctx, string(st.Status))
 	if errors.Is(err, lease.ErrLost) {
 		err = r.leases.Adopt(ctx, a.id, string(st.Status), a.lease)
@@ -151,9 +139,10 @@ func (r *Runner) stored(ctx context.Context, a *attempt, st job.Settlement, run 
 
 // release gives up a job before dispatch, counting a failure, and asks for redelivery after a
 // backoff. A job out of tries settles error.
-func (r *Runner) release(ctx context.Context, a *attempt, cause error) {
-	sctx, cancel := r.settleCtx(ctx)
+func (r *Runner) release(leaseCtx context.Context, a *attempt, cause error) {
+	sctx, cancel := r.settleCtx(leaseCtx)
 	defer cancel()
+	a.stopHeartbeat()
 	failures, err := a.lease.Release(sctx, true)
 	if err != nil {
 		a.log.Error("release", "err", err, "cause", cause)

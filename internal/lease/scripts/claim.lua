@@ -29,7 +29,9 @@ elseif state == 'reserved' or state == 'dispatched' then
 elseif state == 'lost' then
   mode, next_state = 'record_lost', state
 end
-gen = gen + 1
+-- Above every generation of the message's earlier deliveries, each of which claimed at most once,
+-- even when their record is lost: a stale attempt's generation never comes back.
+gen = math.max(gen + 1, tonumber(ARGV[3]))
 redis.call('HSET', KEYS[1], 'state', next_state, 'gen', gen, 'owner', ARGV[1], 'claimed_ms', now)
 redis.call('SET', KEYS[2], gen .. ':' .. ARGV[1], 'PX', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
