@@ -194,47 +194,50 @@ func mount(source, target, fstype string, flags uintptr, data string) error {
 }
 
 // staging is where the root's directories are taken from: a private tmpfs under the new root
-// holding the source root (src) and an empty directory (empty), detached once the root is built.
+// holding a bind of each (under l/) and an empty directory (e), detached once the root is built.
 type staging struct{ dir string }
 
-func newStaging(nr, src string) (*staging, error) {
+func newStaging(nr string) (*staging, error) {
 	st := &staging{dir: filepath.Join(nr, ".stage")}
 	if err := os.Mkdir(st.dir, 0o700); err != nil {
 		return nil, err
 	}
-	if err := mount("tmpfs", st.dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=4k,mode=0700"); err != nil {
+	if err := mount("tmpfs", st.dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "size=16k,mode=0700"); err != nil {
 		return nil, err
 	}
-	for _, d := range []string{"src", "empty"} {
+	for _, d := range []string{"l", "e"} {
 		if err := os.Mkdir(filepath.Join(st.dir, d), 0o700); err != nil {
 			return nil, err
 		}
 	}
-	if err := mount(src, filepath.Join(st.dir, "src"), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
-		return nil, err
-	}
 	return st, nil
 }
 
-// mountRO mounts the source root's directory name at target, read-only with whatever is
-// mounted under it.
+// mountRO mounts the directory from at target, read-only with whatever is mounted under it.
 //
-// It is an overlay with no upper layer, which shows none of the mounts the source nests, and
-// which /proc/self/mountinfo names by paths relative to the staging directory (the mount was
-// made from it), not by the host's device and paths. Overlayfs takes two lower layers at least
-// without an upper one: the second is empty. Where overlayfs is missing (a kernel without the
-// module, a minimal initramfs), a recursive bind made read-only throughout does, and mountinfo
-// shows the host's device.
-func (st *staging) mountRO(name, target string) error {
+// It is an overlay with no upper layer, which shows none of the mounts from nests, and which
+// /proc/self/mountinfo names by paths relative to the staging directory (the mount was made from
+// it), not by the host's device and paths. Overlayfs takes two lower layers at least without an
+// upper one: the second is empty. Where overlayfs is missing (a kernel without the module, a
+// minimal initramfs), a recursive bind made read-only throughout does, and mountinfo shows the
+// host's device.
+func (st *staging) mountRO(from, target string) error {
+	name := filepath.Base(target)
+	layer := filepath.Join("l", name)
+	if err := os.Mkdir(filepath.Join(st.dir, layer), 0o700); err != nil {
+		return err
+	}
+	if err := mount(from, filepath.Join(st.dir, layer), "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return err
+	}
 	if err := os.Chdir(st.dir); err != nil {
 		return err
 	}
-	from := filepath.Join("src", name)
 	if !strings.ContainsAny(name, ":,\\") &&
-		unix.Mount("sandbox", target, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "lowerdir="+from+":empty") == nil {
+		unix.Mount("sandbox", target, "overlay", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV, "lowerdir="+layer+":e") == nil {
 		return nil
 	}
-	if err := mount(from, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+	if err := mount(layer, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return err
 	}
 	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV}
@@ -295,7 +298,7 @@ func buildRoot(c initConfig) error {
 	} else {
 		src = "/"
 	}
-	st, err := newStaging(nr, src)
+	st, err := newStaging(nr)
 	if err != nil {
 		return err
 	}
@@ -321,7 +324,7 @@ func buildRoot(c initConfig) error {
 			if err := os.Mkdir(to, 0o755); err != nil {
 				return err
 			}
-			if err := st.mountRO(name, to); err != nil {
+			if err := st.mountRO(from, to); err != nil {
 				return err
 			}
 		}
