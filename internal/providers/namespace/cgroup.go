@@ -247,8 +247,8 @@ func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
 		if err := os.MkdirAll(leaf, 0o755); err != nil {
 			return nil, fmt.Errorf("cgroup v2 leaf: %w", err)
 		}
-		if err := writeFile(filepath.Join(leaf, "cgroup.procs"), strconv.Itoa(os.Getpid())); err != nil {
-			return nil, fmt.Errorf("move worker into %s: %w", leaf, err)
+		if err := moveProcs(base, leaf); err != nil {
+			return nil, err
 		}
 	}
 	// Every cgroup from base down to the sandboxes' parent hands the controllers on.
@@ -263,6 +263,25 @@ func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
 		}
 	}
 	return &cgroupsV2{dir: dir}, nil
+}
+
+// moveProcs moves every process of the cgroup from into the cgroup to: a delegated cgroup (a
+// systemd service with Delegate=yes, a container's) often holds more than the worker (a shell that
+// started it, a sidecar, a test's parent process), and any process left in it keeps it from
+// handing controllers on (EBUSY). A process that exits meanwhile is passed over.
+func moveProcs(from, to string) error {
+	b, err := os.ReadFile(filepath.Join(from, "cgroup.procs"))
+	if err != nil {
+		return fmt.Errorf("cgroup v2 processes of %s: %w", from, err)
+	}
+	pids := append(strings.Fields(string(b)), strconv.Itoa(os.Getpid()))
+	for _, pid := range pids {
+		err := writeFile(filepath.Join(to, "cgroup.procs"), pid)
+		if err != nil && !errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("move process %s into %s: %w", pid, to, err)
+		}
+	}
+	return nil
 }
 
 // workerLeaf is the cgroup v2 leaf the worker moves itself into: cgroup v2 enables controllers
