@@ -164,10 +164,19 @@ func Exit(stdout, stderr io.Writer, program, version string, err error) int {
 }
 
 // Version is v, the version the build set, with the commit it was built from when Go recorded it.
+// A program built without a version (`go install …/cmd/worker@v0.1.0` sets none) reports its
+// module's version.
 func Version(v string) string {
 	info, ok := debug.ReadBuildInfo()
 	if !ok {
 		return v
+	}
+	return version(v, info)
+}
+
+func version(v string, info *debug.BuildInfo) string {
+	if v == "dev" && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		v = info.Main.Version
 	}
 	var rev, dirty string
 	for _, s := range info.Settings {

@@ -75,6 +75,9 @@ func TestInstall(t *testing.T) {
 	if err != nil {
 		t.Fatalf("worker --version: %v\n%s", err, out)
 	}
+	if !strings.HasPrefix(string(out), "worker "+version+" ") {
+		t.Errorf("worker --version = %q, want the module's version %s", out, version)
+	}
 
 	goCmd(t, service, env, "get", release.Root+"@"+version)
 	const program = `package main
