@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -53,6 +54,6 @@ func TestHeartbeatOwnsItsLogger(t *testing.T) {
 		default:
 		}
 		a.log = logs[i%2]
-		time.Sleep(100 * time.Microsecond)
+		runtime.Gosched()
 	}
 }
