@@ -57,8 +57,15 @@ func newProvider(t testing.TB) (*docker.Provider, profile.Set) {
 // newProviderLogged is newProvider with a dispatch log at path.
 func newProviderLogged(t testing.TB, path string) (*docker.Provider, profile.Set) {
 	t.Helper()
-	p, err := docker.New(t.Context(), docker.Options{Fleet: fleet, Worker: "providertest", DispatchLog: sandbox.DispatchLog{Path: path},
-		InitBinary: staticInit(t)})
+	return newProviderWith(t, docker.Options{Fleet: fleet, Worker: "providertest", DispatchLog: sandbox.DispatchLog{Path: path}})
+}
+
+// newProviderWith starts a provider with o, its init the tests' static worker, closed with the
+// test, and resolves the built-in profiles; it skips outside CI without a daemon or the image.
+func newProviderWith(t testing.TB, o docker.Options) (*docker.Provider, profile.Set) {
+	t.Helper()
+	o.InitBinary = staticInit(t)
+	p, err := docker.New(t.Context(), o)
 	if err != nil {
 		testenv.Missing(t, "docker daemon: %v", err)
 	}

@@ -17,16 +17,7 @@ const reapFleet = "runfleet-test-reap"
 
 func newReaper(t *testing.T, worker string, lifetime time.Duration) (*docker.Provider, profile.Set) {
 	t.Helper()
-	p, err := docker.New(t.Context(), docker.Options{Fleet: reapFleet, Worker: worker, Lifetime: lifetime, InitBinary: staticInit(t)})
-	if err != nil {
-		testenv.Missing(t, "docker daemon: %v", err)
-	}
-	t.Cleanup(func() { p.Close() })
-	profiles, err := p.Resolve(t.Context(), profile.Builtin("", image()))
-	if err != nil {
-		testenv.Missing(t, "sandbox image (make image): %v", err)
-	}
-	return p, profiles
+	return newProviderWith(t, docker.Options{Fleet: reapFleet, Worker: worker, Lifetime: lifetime})
 }
 
 // TestReapByOwnDeadline: workers with different settings share a daemon. One whose containers
