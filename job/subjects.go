@@ -1,6 +1,7 @@
 package job
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,17 +13,23 @@ const DefaultPrefix = "runfleet"
 // DefaultQueue is the queue a job goes to when none is named.
 const DefaultQueue = "default"
 
+// DefaultTenant is the tenant of a job whose publisher names none.
+const DefaultTenant = "default"
+
 var (
 	prefixPattern = namePattern{re: `^[a-z0-9][a-z0-9_-]{0,31}$`, first: classOf("a-z0-9"), rest: classOf("a-z0-9_-"), max: 32}
 	queuePattern  = namePattern{re: `^[a-z0-9][a-z0-9_-]{0,63}$`, first: classOf("a-z0-9"), rest: classOf("a-z0-9_-"), max: 64}
+	tenantPattern = namePattern{re: `^[a-z0-9][a-z0-9_-]{0,63}$`, first: classOf("a-z0-9"), rest: classOf("a-z0-9_-"), max: 64}
 	idPattern     = namePattern{re: `^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`, first: classOf("A-Za-z0-9"), rest: classOf("A-Za-z0-9_-"), max: 128}
 )
 
 // Errors of names that do not match docs/protocol.md's patterns; callers wrap them with the name.
 var (
-	ErrInvalidID     = errors.New("not a valid job id (" + idPattern.String() + ")")
-	ErrInvalidQueue  = errors.New("not a valid queue name (" + queuePattern.String() + ")")
-	ErrInvalidPrefix = errors.New("not a valid prefix (" + prefixPattern.String() + ")")
+	ErrInvalidID         = errors.New("not a valid job id (" + idPattern.String() + ")")
+	ErrInvalidQueue      = errors.New("not a valid queue name (" + queuePattern.String() + ")")
+	ErrInvalidTenant     = errors.New("not a valid tenant name (" + tenantPattern.String() + ")")
+	ErrInvalidJobSubject = errors.New("not a job subject (<prefix>.jobs.<queue>.<tenant>.<job>)")
+	ErrInvalidPrefix     = errors.New("not a valid prefix (" + prefixPattern.String() + ")")
 )
 
 // ValidID reports whether id may name a job: one NATS subject token and one Redis key segment.
@@ -30,6 +37,20 @@ func ValidID(id string) bool { return idPattern.MatchString(id) }
 
 // ValidQueue reports whether q may name a queue.
 func ValidQueue(q string) bool { return queuePattern.MatchString(q) }
+
+// ValidTenant reports whether t may name a tenant.
+func ValidTenant(t string) bool { return tenantPattern.MatchString(t) }
+
+// NewID returns a new random job id (a version 4 UUID, as text).
+func NewID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand never fails on Linux
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
 
 // Subjects names the subjects, streams and consumers of one fleet, as derived from its prefix.
 type Subjects struct {
@@ -57,6 +78,46 @@ func (s Subjects) Jobs(queue string) string { return s.prefix + ".jobs." + queue
 // AllJobs matches the job subjects of every queue.
 func (s Subjects) AllJobs() string { return s.prefix + ".jobs.*" }
 
+// Job is the subject of job id of tenant on queue (protocol version 2): the stream keeps one
+// message per such subject, so a lookup by id is a subject-index read.
+func (s Subjects) Job(queue, tenant, id string) string {
+	return s.prefix + ".jobs." + queue + "." + tenant + "." + id
+}
+
+// JobByID matches job id's subject whatever its queue and tenant.
+func (s Subjects) JobByID(id string) string { return s.prefix + ".jobs.*.*." + id }
+
+// QueueJobs matches the jobs of every tenant on queue.
+func (s Subjects) QueueJobs(queue string) string { return s.prefix + ".jobs." + queue + ".>" }
+
+// TenantJobs matches the jobs of tenant on queue.
+func (s Subjects) TenantJobs(queue, tenant string) string {
+	return s.prefix + ".jobs." + queue + "." + tenant + ".*"
+}
+
+// AllJobsV2 matches every job subject of protocol version 2.
+func (s Subjects) AllJobsV2() string { return s.prefix + ".jobs.>" }
+
+// ParseJob splits a job subject of protocol version 2 into its queue, tenant and job id, each
+// checked against its pattern.
+func (s Subjects) ParseJob(subject string) (queue, tenant, id string, err error) {
+	rest, ok := strings.CutPrefix(subject, s.prefix+".jobs.")
+	parts := strings.Split(rest, ".")
+	if !ok || len(parts) != 3 {
+		return "", "", "", fmt.Errorf("subject %q: %w", subject, ErrInvalidJobSubject)
+	}
+	queue, tenant, id = parts[0], parts[1], parts[2]
+	switch {
+	case !ValidQueue(queue):
+		return "", "", "", fmt.Errorf("subject %q: queue %q: %w", subject, queue, ErrInvalidQueue)
+	case !ValidTenant(tenant):
+		return "", "", "", fmt.Errorf("subject %q: tenant %q: %w", subject, tenant, ErrInvalidTenant)
+	case !ValidID(id):
+		return "", "", "", fmt.Errorf("subject %q: job %q: %w", subject, id, ErrInvalidID)
+	}
+	return queue, tenant, id, nil
+}
+
 // Page is the subject of job id's output pages.
 func (s Subjects) Page(id string) string { return s.prefix + ".results." + id + ".page" }
 
@@ -68,6 +129,18 @@ func (s Subjects) Results(id string) string { return s.prefix + ".results." + id
 
 // AllResults matches the pages and settlements of every job.
 func (s Subjects) AllResults() string { return s.prefix + ".results.>" }
+
+// Watch matches what the results stream stored for job id, as it republishes it (protocol
+// version 2): watchers follow it instead of the results subjects, which also carry publishes the
+// stream refused.
+func (s Subjects) Watch(id string) string { return s.prefix + ".watch." + id + ".>" }
+
+// WatchPage and WatchSettled are the republished subjects of job id's pages and settlement.
+func (s Subjects) WatchPage(id string) string    { return s.prefix + ".watch." + id + ".page" }
+func (s Subjects) WatchSettled(id string) string { return s.prefix + ".watch." + id + ".settled" }
+
+// AllWatch matches the republished pages and settlements of every job.
+func (s Subjects) AllWatch() string { return s.prefix + ".watch.>" }
 
 // Rejected is the subject of records about job messages whose id could not be read.
 func (s Subjects) Rejected() string { return s.prefix + ".rejected" }
@@ -92,6 +165,9 @@ func (s Subjects) ControlStream() string { return s.stream + "_CONTROL" }
 
 // Consumer is the name of the durable pull consumer that the fleet shares for queue.
 func (s Subjects) Consumer(queue string) string { return s.stream + "_WORKERS_" + queue }
+
+// TenantsBucket is the name of the key-value bucket that holds each tenant's policy.
+func (s Subjects) TenantsBucket() string { return s.stream + "_TENANTS" }
 
 // ArtifactsBucket is the name of the object store bucket that holds the files jobs produced.
 func (s Subjects) ArtifactsBucket() string { return s.stream + "_ARTIFACTS" }
