@@ -7,8 +7,6 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/runfleet/runfleet/job"
 )
 
 // jobState is what the fleet holds of a job that it knows.
@@ -75,45 +73,21 @@ func (c *Client) stored(ctx context.Context, id string) (jobState, json.RawMessa
 	return 0, nil, nil
 }
 
-// queued reports whether a message of job id waits in the jobs stream. JetStream cannot look a
-// message up by its Nats-Msg-Id. The newest message of each queue comes first (a job watched
-// right after it was submitted is found there), then every waiting message in order, skipping
-// the acked ones on the server: one request per queue and per waiting job, made only for an id
-// that has no results stored.
+// queued reports whether a message of job id is kept in the jobs stream, on any queue and
+// tenant: one direct get of the last message on the id's subjects.
 func (c *Client) queued(ctx context.Context, id string) (bool, error) {
 	s, err := c.js.Stream(ctx, c.subjects.JobsStream())
 	if err != nil {
 		return false, withCtx(ctx, fmt.Errorf("jobs stream: %w", err))
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(c.subjects.AllJobs()))
+	_, err = s.GetLastMsgForSubject(ctx, c.subjects.JobByID(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
 	if err != nil {
-		return false, withCtx(ctx, fmt.Errorf("jobs stream: %w", err))
+		return false, withCtx(ctx, err)
 	}
-	for subject := range info.State.Subjects {
-		m, err := s.GetLastMsgForSubject(ctx, subject)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return false, withCtx(ctx, err)
-		}
-		if m.Header.Get(job.HeaderMsgID) == id {
-			return true, nil
-		}
-	}
-	for seq := max(info.State.FirstSeq, 1); ; {
-		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.subjects.AllJobs()))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, withCtx(ctx, err)
-		}
-		if m.Header.Get(job.HeaderMsgID) == id {
-			return true, nil
-		}
-		seq = m.Sequence + 1
-	}
+	return true, nil
 }
 
 // withCtx makes err match ctx's error too when ctx ended, whatever the library returned.
