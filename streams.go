@@ -16,7 +16,7 @@ import (
 // take the defaults of docs/protocol.md.
 type StreamOptions struct {
 	Duplicates    time.Duration // dedup window of the jobs stream; default 2 min
-	ResultsMaxAge time.Duration // default 24 h
+	ResultsMaxAge time.Duration // how long output pages and artifacts are kept; default 24 h
 	ControlMaxAge time.Duration // default 24 h
 	Replicas      int           // default 1; an existing stream with fewer is raised to it
 
@@ -26,11 +26,14 @@ type StreamOptions struct {
 	// DefaultArtifactsMaxBytes).
 	ArtifactsMaxBytes int64
 
-	// ExpiryMarkers is how long the results stream keeps a marker on a job's subjects once its
-	// results aged out, so that a lookup says [ErrExpired] rather than [ErrNotFound] for about as
-	// long as the fleet keeps the job's record; default 6 days (7 days less the 24 h MaxAge).
-	ExpiryMarkers time.Duration
+	// Retention is how long the fleet keeps a job's record: the results stream keeps its
+	// settlement that long (its MaxAge), while its pages carry a per-message TTL of
+	// ResultsMaxAge; default 7 days, the worker's --retention.
+	Retention time.Duration
 }
+
+// DefaultRetention is how long a job's record is kept when StreamOptions.Retention is zero.
+const DefaultRetention = 7 * 24 * time.Hour
 
 // DefaultArtifactsMaxBytes is the default of the worker's --artifacts-max-bytes: 10 GiB.
 const DefaultArtifactsMaxBytes = 10 << 30
@@ -47,6 +50,7 @@ func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
 			Storage:     jetstream.FileStorage,
 			Duplicates:  cmp.Or(o.Duplicates, 2*time.Minute),
 			Replicas:    replicas,
+			AllowDirect: true, // lookups read a job's subject by direct get
 		},
 		{
 			Name:        s.ResultsStream(),
@@ -54,11 +58,20 @@ func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
 			Subjects:    []string{s.AllResults(), s.Rejected()},
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     jetstream.FileStorage,
-			MaxAge:      cmp.Or(o.ResultsMaxAge, 24*time.Hour),
+			// A settlement lives as long as the job's record; pages carry their own, shorter TTL
+			// (named in the metadata for the workers that write them).
+			MaxAge:      cmp.Or(o.Retention, DefaultRetention),
+			AllowMsgTTL: true,
+			Metadata:    map[string]string{job.MetadataPageTTL: cmp.Or(o.ResultsMaxAge, 24*time.Hour).String()},
 			Replicas:    replicas,
-			// nats-server leaves a marker when MaxAge removes a subject's last message.
-			AllowMsgTTL:            true,
-			SubjectDeleteMarkerTTL: cmp.Or(o.ExpiryMarkers, 6*24*time.Hour),
+			// Lookups and watches read by subject without the API's request queue or a consumer.
+			AllowDirect: true,
+			// Watchers follow what the stream stored, never the results subjects, which also
+			// carry what it refused (a fenced worker's pages).
+			RePublish: &jetstream.RePublish{
+				Source:      s.Prefix() + ".results.*.*",
+				Destination: s.Prefix() + ".watch.{{wildcard(1)}}.{{wildcard(2)}}",
+			},
 		},
 		{
 			Name:        s.ControlStream(),

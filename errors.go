@@ -1,0 +1,13 @@
+package runfleet
+
+// JobError is an error about one job: every error of [Client.Lookup], [Client.Request],
+// [Client.Settlement], [Client.Cancel], [Client.Watch] and [Client.Run] that concerns a known id
+// is one, so a caller that did not choose the id still learns it (errors.As).
+type JobError struct {
+	ID  string
+	Err error
+}
+
+func (e *JobError) Error() string { return "job " + e.ID + ": " + e.Err.Error() }
+
+func (e *JobError) Unwrap() error { return e.Err }
