@@ -167,7 +167,7 @@ func (w *watch) run(ctx context.Context) (job.Settlement, error) {
 		case ctx.Err() != nil:
 			return w.st, ctx.Err()
 		case errors.Is(err, context.DeadlineExceeded):
-			err = w.catchUp(ctx)
+			err = w.recheck(ctx)
 		case err != nil:
 			return w.st, err
 		default:
@@ -202,6 +202,21 @@ func (w *watch) live(ctx context.Context, m *nats.Msg) error {
 		return w.catchUp(ctx)
 	}
 	return w.handle(sm)
+}
+
+// recheck is the backstop: one direct get of the job's last stored result, and a catch-up only
+// when it is one this watch has not handled.
+func (w *watch) recheck(ctx context.Context) error {
+	sm, err := w.c.lastMsg(ctx, w.c.subjects.ResultsStream(), w.c.subjects.Results(w.id))
+	switch {
+	case errors.Is(err, errNoMessage):
+		return nil
+	case err != nil:
+		return err
+	case sm.Sequence <= w.last:
+		return nil
+	}
+	return w.catchUp(ctx)
 }
 
 // catchUp reads what the stream stored of the job after the last sequence handled.

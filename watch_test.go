@@ -216,3 +216,52 @@ func TestExpiredPages(t *testing.T) {
 		t.Errorf("results stream MaxAge %v, page TTL %q, want 1h and 1s", cfg.MaxAge, cfg.Metadata[job.MetadataPageTTL])
 	}
 }
+
+// TestWatchBackstop: a watch whose subscription gets nothing (here the stream republishes
+// nothing, as when a new subscription's interest has not reached a cluster's other servers)
+// still sees every page and the settlement, through its periodic re-read.
+func TestWatchBackstop(t *testing.T) {
+	f := newV2Fleet(t, runfleet.StreamOptions{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	s, err := f.js.Stream(ctx, f.s.ResultsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	cfg.RePublish = nil
+	if _, err := f.js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	const id = "unrepublished"
+	f.submit(t, "q1", job.DefaultTenant, id)
+	started := make(chan struct{})
+	var got []int64
+	var st job.Settlement
+	var werr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		st, werr = f.c.Watch(ctx, id, func(p runfleet.Page) error {
+			got = append(got, p.Index)
+			if p.Index == 0 {
+				close(started)
+			}
+			return nil
+		})
+	})
+	w := &writer{f: f, id: id, attempt: 1}
+	if err := w.page(ctx, 0, "a"); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := w.page(ctx, 1, "b"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.settle(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if werr != nil || st.Status != job.StatusSucceeded || !slices.Equal(got, []int64{0, 1}) {
+		t.Errorf("Watch() = %v, %v with pages %v, want succeeded with pages [0 1]", st.Status, werr, got)
+	}
+}
