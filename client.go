@@ -92,16 +92,6 @@ var (
 	ErrStreamFull = errors.New("jobs stream full")
 )
 
-// JobError is an error about one job: [Client.Submit] returns one, so that a caller who let the
-// client choose the id still has it (an ack that timed out may have stored the job).
-type JobError struct {
-	ID  string
-	Err error
-}
-
-func (e *JobError) Error() string { return "job " + e.ID + ": " + e.Err.Error() }
-func (e *JobError) Unwrap() error { return e.Err }
-
 // SubmitOptions are per-job settings of a publish. The zero value is fine.
 type SubmitOptions struct {
 	// Header is added to the job message, e.g. a W3C traceparent (job.HeaderTraceparent),
@@ -237,28 +227,29 @@ func headerBytes(h nats.Header) int {
 
 // Cancel asks the fleet to cancel job id, which then settles cancelled: if it runs, its sandbox
 // is killed; if it waits, it never starts. Only a known job is cancelled: for an id the fleet
-// holds nothing of it returns [ErrNotFound] and stores nothing, for a settled job [ErrSettled]
-// (or [ErrExpired]), so that a mistyped id is reported and never poisons a later job with it.
+// holds nothing of it returns [ErrNotFound] and stores nothing, for a settled job [ErrSettled],
+// so that a mistyped id is reported and never poisons a later job with it.
 func (c *Client) Cancel(ctx context.Context, id string) error {
 	if !job.ValidID(id) {
 		return fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
 	}
-	st, _, err := c.lookup(ctx, id)
+	info, err := c.lookup(ctx, id)
 	switch {
 	case err != nil:
-		return fmt.Errorf("cancel %s: %w", id, err)
-	case st == stateSettled:
-		return fmt.Errorf("cancel %s: %w", id, ErrSettled)
+		return &JobError{ID: id, Err: fmt.Errorf("cancel: %w", err)}
+	case info.State == JobSettled:
+		return &JobError{ID: id, Err: fmt.Errorf("cancel: %w", ErrSettled)}
 	}
 	if _, err := c.js.Publish(ctx, c.subjects.Cancel(id), nil); err != nil {
-		return fmt.Errorf("publish cancel %s: %w", id, err)
+		return &JobError{ID: id, Err: fmt.Errorf("publish cancel: %w", err)}
 	}
 	return nil
 }
 
 // Settlement returns job id's settlement without waiting. It returns an error wrapping
-// [ErrNoSettlement] while the job is known and not settled, [ErrExpired] when its results have
-// expired, and [ErrNotFound] for an id the fleet holds nothing of.
+// [ErrNoSettlement] while the job is known and not settled, and [ErrNotFound] for an id the
+// fleet holds nothing of. A settlement is kept for the job's whole record (7 days by default),
+// after its pages have expired.
 func (c *Client) Settlement(ctx context.Context, id string) (job.Settlement, error) {
 	var st job.Settlement
 	raw, err := c.SettlementJSON(ctx, id)
@@ -266,7 +257,7 @@ func (c *Client) Settlement(ctx context.Context, id string) (job.Settlement, err
 		return st, err
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return st, fmt.Errorf("decode settlement of %s: %w", id, err)
+		return st, &JobError{ID: id, Err: fmt.Errorf("decode settlement: %w", err)}
 	}
 	return st, nil
 }
@@ -277,12 +268,12 @@ func (c *Client) SettlementJSON(ctx context.Context, id string) (json.RawMessage
 	if !job.ValidID(id) {
 		return nil, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
 	}
-	st, raw, err := c.lookup(ctx, id)
+	info, err := c.lookup(ctx, id)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("settlement of %s: %w", id, err)
-	case st != stateSettled:
-		return nil, fmt.Errorf("settlement of %s: %w", id, ErrNoSettlement)
+		return nil, &JobError{ID: id, Err: fmt.Errorf("settlement: %w", err)}
+	case info.State != JobSettled:
+		return nil, &JobError{ID: id, Err: fmt.Errorf("settlement: %w", ErrNoSettlement)}
 	}
-	return raw, nil
+	return info.Settlement, nil
 }

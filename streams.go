@@ -17,15 +17,17 @@ import (
 type StreamOptions struct {
 	Duplicates time.Duration // dedup window of the jobs stream; default 2 min
 
-	// Retention is how long the jobs stream keeps each request (its MaxAge), and with it how long
-	// a job id stays taken; default DefaultRetention. Like JobsMaxBytes, a non-zero value is also
-	// set on an existing stream: the workers' --retention and --jobs-max-bytes rule.
+	// Retention is how long the fleet keeps a job's record: the jobs stream keeps its request that
+	// long (its MaxAge, and with it how long a job id stays taken), and the results stream its
+	// settlement, while its pages carry a per-message TTL of ResultsMaxAge; default
+	// DefaultRetention. Like JobsMaxBytes, a non-zero value is also set on an existing jobs
+	// stream: the workers' --retention and --jobs-max-bytes rule.
 	Retention time.Duration
 	// JobsMaxBytes bounds the jobs stream: a publish past it is refused ([ErrStreamFull]) and
 	// nothing stored is dropped; default DefaultJobsMaxBytes.
 	JobsMaxBytes int64
 
-	ResultsMaxAge time.Duration // default 24 h
+	ResultsMaxAge time.Duration // how long output pages and artifacts are kept; default 24 h
 	ControlMaxAge time.Duration // default 24 h
 	Replicas      int           // default 1; an existing stream with fewer is raised to it
 
@@ -34,11 +36,6 @@ type StreamOptions struct {
 	// leaves the bound to the workers, which set it at start (--artifacts-max-bytes, default
 	// DefaultArtifactsMaxBytes).
 	ArtifactsMaxBytes int64
-
-	// ExpiryMarkers is how long the results stream keeps a marker on a job's subjects once its
-	// results aged out, so that a lookup says [ErrExpired] rather than [ErrNotFound] for about as
-	// long as the fleet keeps the job's record; default 6 days (7 days less the 24 h MaxAge).
-	ExpiryMarkers time.Duration
 }
 
 // Defaults of the worker's --artifacts-max-bytes, --jobs-max-bytes and --retention.
@@ -83,11 +80,20 @@ func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
 			Subjects:    []string{s.AllResults(), s.Rejected()},
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     jetstream.FileStorage,
-			MaxAge:      cmp.Or(o.ResultsMaxAge, 24*time.Hour),
+			// A settlement lives as long as the job's record; pages carry their own, shorter TTL
+			// (named in the metadata for the workers that write them).
+			MaxAge:      cmp.Or(o.Retention, DefaultRetention),
+			AllowMsgTTL: true,
+			Metadata:    map[string]string{job.MetadataPageTTL: cmp.Or(o.ResultsMaxAge, 24*time.Hour).String()},
 			Replicas:    replicas,
-			// nats-server leaves a marker when MaxAge removes a subject's last message.
-			AllowMsgTTL:            true,
-			SubjectDeleteMarkerTTL: cmp.Or(o.ExpiryMarkers, 6*24*time.Hour),
+			// Lookups and watches read by subject without the API's request queue or a consumer.
+			AllowDirect: true,
+			// Watchers follow what the stream stored, never the results subjects, which also
+			// carry what it refused (a fenced worker's pages).
+			RePublish: &jetstream.RePublish{
+				Source:      s.Prefix() + ".results.*.*",
+				Destination: s.Prefix() + ".watch.{{wildcard(1)}}.{{wildcard(2)}}",
+			},
 		},
 		{
 			Name:        s.ControlStream(),
