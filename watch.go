@@ -83,6 +83,9 @@ func asJobError(id string, err error) error {
 // asynchronously, and a slow watcher's client drops what it cannot hold.
 const backstop = 3 * time.Second
 
+// watchBuffer is how many republished messages a watch holds before nats.go drops the next.
+const watchBuffer = 64
+
 // Watch replays job id's pages from the start, calls onPage (which may be nil) for each as it is
 // stored, and returns the settlement. It follows a running or waiting job live, and returns at
 // once for a settled one. It never waits for a job the fleet does not know: an id it holds
@@ -135,7 +138,10 @@ type watch struct {
 
 func (w *watch) run(ctx context.Context) (job.Settlement, error) {
 	nc := w.c.js.Conn()
-	sub, err := nc.SubscribeSync(w.c.subjects.Watch(w.id))
+	// A channel of its own, small: a subscription's default buffer is 64 Ki messages (512 KiB
+	// per watch). What overflows it is dropped by nats.go, and found again as a gap.
+	msgs := make(chan *nats.Msg, watchBuffer)
+	sub, err := nc.ChanSubscribe(w.c.subjects.Watch(w.id), msgs)
 	if err != nil {
 		return w.st, fmt.Errorf("subscribe: %w", err)
 	}
@@ -159,18 +165,16 @@ func (w *watch) run(ctx context.Context) (job.Settlement, error) {
 			return w.st, err
 		}
 	}
+	tick := time.NewTicker(backstop)
+	defer tick.Stop()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, backstop)
-		m, err := sub.NextMsgWithContext(wctx)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
+		var err error
+		select {
+		case <-ctx.Done():
 			return w.st, ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded):
+		case <-tick.C:
 			err = w.recheck(ctx)
-		case err != nil:
-			return w.st, err
-		default:
+		case m := <-msgs:
 			err = w.live(ctx, m)
 		}
 		if err != nil || w.settled {
