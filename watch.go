@@ -202,8 +202,17 @@ func (w *watch) live(ctx context.Context, m *nats.Msg) error {
 		return nil
 	}
 	prev, _ := strconv.ParseUint(m.Header.Get(headerLastSequence), 10, 64)
-	if prev > w.last || sm.Subject == w.c.subjects.Settled(w.id) {
-		return w.catchUp(ctx)
+	settlement := sm.Subject == w.c.subjects.Settled(w.id)
+	if prev > w.last || settlement {
+		if err := w.catchUp(ctx); err != nil {
+			return err
+		}
+	}
+	// A settlement is taken from the stream only, with everything stored before it. A page the
+	// read did not reach (a lagging server answered it) is taken if nothing before it is missing;
+	// otherwise the backstop reads again.
+	if settlement || sm.Sequence <= w.last || prev > w.last {
+		return nil
 	}
 	return w.handle(sm)
 }
