@@ -203,6 +203,9 @@ func (w *watch) live(ctx context.Context, m *nats.Msg) error {
 	}
 	prev, _ := strconv.ParseUint(m.Header.Get(headerLastSequence), 10, 64)
 	settlement := sm.Subject == w.c.subjects.Settled(w.id)
+	if settlement && w.complete(sm) {
+		return w.handle(sm)
+	}
 	if prev > w.last || settlement {
 		if err := w.catchUp(ctx); err != nil {
 			return err
@@ -230,6 +233,22 @@ func (w *watch) recheck(ctx context.Context) error {
 		return nil
 	}
 	return w.catchUp(ctx)
+}
+
+// complete reports whether this watch handled every page the settlement sm counts: pages are
+// numbered from 0 without gaps, so the last index handled says it, and the settlement is taken
+// without reading the stream again.
+func (w *watch) complete(sm storedMsg) bool {
+	var counts struct {
+		Pages int64 `json:"pages"`
+	}
+	if json.Unmarshal(sm.Data, &counts) != nil {
+		return false
+	}
+	if w.index < 0 && w.after > 0 {
+		return false // pages before after were the caller's: not known here
+	}
+	return w.index+1 == counts.Pages
 }
 
 // catchUp reads what the stream stored of the job after the last sequence handled.
