@@ -102,7 +102,8 @@ func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) 
 // for the job ([job.Subjects.Watch]), never to the results subjects, which also carry publishes
 // the stream refused (a fenced worker's pages). It then reads what was stored before with
 // batched direct gets, reads again from the last sequence it handled whenever a republished
-// message's Nats-Last-Sequence shows one it missed, before a settlement, and every few seconds,
+// message's Nats-Last-Sequence shows one it missed, before a settlement that counts pages it did
+// not handle, and every few seconds,
 // and drops what it already handled by sequence and page index. It leaves nothing on the server.
 func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage func(Page) error) (job.Settlement, error) {
 	if !job.ValidID(id) {
