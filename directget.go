@@ -16,7 +16,7 @@ import (
 
 // Direct gets are answered by any server holding a stream (allow_direct) without the JetStream
 // API's shared request queue, and hold nothing on the server. nats.go v1.56 has no batched form,
-// so both forms are spoken here, as nats-server 2.11+ defines them (server/stream.go,
+// so both forms are spoken here, as nats-server 2.11+ defines them (its stream code,
 // getDirectRequest).
 
 // Headers of a direct get's answer and of a stream's republish.
