@@ -197,7 +197,7 @@ func (w *watch) end(err error) error {
 func (w *watch) live(ctx context.Context, m *nats.Msg) error {
 	sm, err := parseDirect(m)
 	if err != nil {
-		return err
+		return nil // not the stream's republish: anyone may publish to the subject
 	}
 	if sm.Sequence <= w.last {
 		return nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -168,7 +169,7 @@ func TestWatchExpiredOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
+	t.Cleanup(nc.Close) // after the streams' deletion below: cleanups run last first
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +179,13 @@ func TestWatchExpiredOutput(t *testing.T) {
 	if err := runfleet.EnsureStreams(ctx, js, s, runfleet.StreamOptions{ResultsMaxAge: time.Second}); err != nil {
 		t.Fatal(err)
 	}
+	// The server reserves each stream's bounds: this prefix's must not stay in the other tests' way.
+	t.Cleanup(func() {
+		for _, name := range []string{s.JobsStream(), s.ResultsStream(), s.ControlStream()} {
+			_ = js.DeleteStream(context.Background(), name)
+		}
+		_ = js.DeleteObjectStore(context.Background(), s.ArtifactsBucket())
+	})
 	const id = "output-expired"
 	page := nats.NewMsg(s.Page(id))
 	page.Data = []byte("gone\n")
