@@ -325,6 +325,11 @@ func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, m mode, detach
 	code := exitOther
 	switch {
 	case stopped.Load() && errors.Is(err, runfleet.ErrNoSettlement):
+	case errors.Is(err, runfleet.ErrExpired) && st.Status != "":
+		// The pages are gone; the settlement is kept for the job's record.
+		fmt.Fprintf(stderr, "submit: the output of job %s has expired; its settlement follows\n", id)
+		out.settlement(st)
+		code = exitCode(st, stderr)
 	case err != nil:
 		fail(stderr, describe(id, err))
 	default:
@@ -405,7 +410,7 @@ func describe(id string, err error) error {
 	case errors.Is(err, runfleet.ErrNotFound):
 		return fmt.Errorf("no job %s: the fleet holds nothing of it (never submitted, or settled and long expired)", id)
 	case errors.Is(err, runfleet.ErrExpired):
-		return fmt.Errorf("job %s settled and its results have expired", id)
+		return fmt.Errorf("job %s settled and its output has expired", id)
 	case errors.Is(err, runfleet.ErrSettled):
 		return fmt.Errorf("job %s has already settled; nothing to cancel", id)
 	}

@@ -353,28 +353,23 @@ func TestLostConnection(t *testing.T) {
 	})
 	testenv.WaitFor(t, time.Minute, "the second worker", func() bool { return strings.Contains(log.String(), `"worker started"`) })
 	// A queue no worker serves: the job waits, and so does submit.
-	p := start(t, "", []string{"RUNFLEET_NATS_URL=" + url}, "--queue", "nobody-serves", "--lang", "python3", "--code", "print(1)")
+	id := job.NewID()
+	p := start(t, "", []string{"RUNFLEET_NATS_URL=" + url}, "--id", id, "--queue", "nobody-serves", "--lang", "python3", "--code", "print(1)")
 	go func() { _, _ = io.Copy(io.Discard, p.stdout) }()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	subjects, err := job.NewSubjects(job.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 30*time.Second, "submit's watch on the results stream", func() bool {
-		st, err := js.Stream(t.Context(), subjects.ResultsStream())
-		if err != nil {
-			return false
-		}
-		info, err := st.Info(t.Context())
-		return err == nil && info.State.Consumers > 0
+	// A watch subscribes to the job's republished results: a request there finds a responder
+	// (that never answers) once it does, and none before.
+	testenv.WaitFor(t, 30*time.Second, "submit's watch of the job", func() bool {
+		_, err := nc.Request(subjects.WatchPage(id), nil, 100*time.Millisecond)
+		return errors.Is(err, nats.ErrTimeout)
 	})
 	nc.Close()
 	if err := w.Process.Signal(syscall.SIGTERM); err != nil {
