@@ -45,6 +45,7 @@ import (
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/supervise"
 )
 
 // Labels put on every container.
@@ -131,7 +132,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if err := checkStatic(initBin); err != nil {
 		return nil, fmt.Errorf("container init: %w", err)
 	}
-	if initBin, err = privateCopy(initBin, cmp.Or(o.StateDir, DefaultStateDir)); err != nil {
+	if initBin, err = supervise.PrivateCopyFile(initBin, cmp.Or(o.StateDir, DefaultStateDir)); err != nil {
 		return nil, fmt.Errorf("container init: %w", err)
 	}
 	initStat, err := os.Lstat(initBin)
