@@ -212,6 +212,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 
 	dlog := sandbox.DispatchLog{Path: c.dispatchLog}
 	reap := func(context.Context) {}
+	var removalsPending func() int
 	var provider sandbox.Provider
 	var profiles profile.Set
 	switch c.provider {
@@ -240,7 +241,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--provider docker: %w", err)
 		}
 		defer p.Close()
-		provider, profiles = p, profile.Builtin("", c.image)
+		provider, profiles, removalsPending = p, profile.Builtin("", c.image), p.PendingRemovals
 		if profiles, err = p.Resolve(startCtx, profiles); err != nil {
 			return fmt.Errorf("--provider docker: %w", err)
 		}
@@ -264,6 +265,9 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 
 	policy := c.policy()
 	m := metrics.New(c.concurrency)
+	if removalsPending != nil {
+		m.RemovalsPending(removalsPending)
+	}
 	sopts := runner.SandboxOptions{CPUs: c.cpus}
 	var shapes []sandbox.Shape
 	for _, name := range profiles.Names() {
