@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -33,6 +34,7 @@ import (
 	"github.com/runfleet/runfleet/internal/redisurl"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/supervise"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -217,7 +219,13 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	var profiles profile.Set
 	switch c.provider {
 	case "namespace":
-		p, err := namespace.New(namespace.Options{CgroupName: c.prefix, DispatchLog: dlog})
+		o := namespace.Options{CgroupName: c.prefix, DispatchLog: dlog}
+		if len(supervisorBin) > 0 {
+			if o.Supervisor, err = supervise.PrivateCopy(bytes.NewReader(supervisorBin), supervise.DefaultDir); err != nil {
+				return fmt.Errorf("--provider namespace: supervisor: %w", err)
+			}
+		}
+		p, err := namespace.New(o)
 		if err != nil {
 			return fmt.Errorf("--provider namespace: %w", err)
 		}

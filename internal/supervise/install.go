@@ -19,6 +19,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// DefaultDir is where a worker keeps the private copies of the programs it embeds: under /run,
+// which only root may write.
+const DefaultDir = "/run/runfleet/supervise"
+
 // PrivateCopyFile is [PrivateCopy] of the file at path, streamed, never read whole: a worker's
 // binary is tens of MiB, which a worker's heap would otherwise hold until the scavenger returns it.
 func PrivateCopyFile(path, dir string) (string, error) {
