@@ -10,7 +10,7 @@ PKGS    := ./... ./cmd/... ./internal/... ./deploy/...
 # What --version prints: the nearest tag and commit, or "dev" outside git.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: help build demo test test-cgroup2 deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz stress chaos clean
+.PHONY: help build demo test test-cgroup2 deps deps-demo deps-deploy image images deploy-test lint unit bench cpbench fuzz stress chaos clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,6 +52,9 @@ unit: ## the suite alone, with the race detector, on what is installed
 
 bench: build ## every benchmark once, so they keep compiling and running
 	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 10m $(PKGS)
+
+cpbench: ## the control plane alone (a provider that runs nothing, nats-server, redis-server): jobs/s, latency, CPU per job
+	$(GO) run ./internal/cmd/cpbench --cpuprofile cpbench-worker.pprof
 
 # Counts, not durations: a duration races the fuzz coordinator's own deadline and fails with a bare
 # "context deadline exceeded" on a loaded machine (go.dev/issue/75804, fixed in Go 1.27).
