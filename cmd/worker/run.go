@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -33,6 +34,7 @@ import (
 	"github.com/runfleet/runfleet/internal/redisurl"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/supervise"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -212,11 +214,18 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 
 	dlog := sandbox.DispatchLog{Path: c.dispatchLog}
 	reap := func(context.Context) {}
+	var removalsPending func() int
 	var provider sandbox.Provider
 	var profiles profile.Set
 	switch c.provider {
 	case "namespace":
-		p, err := namespace.New(namespace.Options{CgroupName: c.prefix, DispatchLog: dlog})
+		o := namespace.Options{CgroupName: c.prefix, DispatchLog: dlog}
+		if len(supervisorBin) > 0 {
+			if o.Supervisor, err = supervise.PrivateCopy(bytes.NewReader(supervisorBin), supervise.DefaultDir); err != nil {
+				return fmt.Errorf("--provider namespace: supervisor: %w", err)
+			}
+		}
+		p, err := namespace.New(o)
 		if err != nil {
 			return fmt.Errorf("--provider namespace: %w", err)
 		}
@@ -240,7 +249,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--provider docker: %w", err)
 		}
 		defer p.Close()
-		provider, profiles = p, profile.Builtin("", c.image)
+		provider, profiles, removalsPending = p, profile.Builtin("", c.image), p.PendingRemovals
 		if profiles, err = p.Resolve(startCtx, profiles); err != nil {
 			return fmt.Errorf("--provider docker: %w", err)
 		}
@@ -264,6 +273,9 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 
 	policy := c.policy()
 	m := metrics.New(c.concurrency)
+	if removalsPending != nil {
+		m.RemovalsPending(removalsPending)
+	}
 	sopts := runner.SandboxOptions{CPUs: c.cpus}
 	var shapes []sandbox.Shape
 	for _, name := range profiles.Names() {

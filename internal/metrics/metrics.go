@@ -109,6 +109,13 @@ func (m *Metrics) Running(delta int) {
 	m.slots.Sub(float64(delta))
 }
 
+// RemovalsPending exports n, the provider's sandbox removals left running after their jobs
+// settled (the Docker provider's), as runfleet_sandbox_removals_pending.
+func (m *Metrics) RemovalsPending(n func() int) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "runfleet_sandbox_removals_pending",
+		Help: "Sandboxes whose job settled and whose removal is not done yet."}, func() float64 { return float64(n()) }))
+}
+
 // Check is one readiness condition; nil means ready.
 type Check func(ctx context.Context) error
 
