@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
 )
 
 // TestMain runs the examples against a real fleet: `worker --dev` (embedded JetStream, a child
