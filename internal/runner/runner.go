@@ -148,7 +148,7 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	}
 	defer stopWatch()
 
-	consumers := make(map[string]jetstream.Consumer, len(r.o.Queues))
+	consumers := make(map[string]*queue.Source, len(r.o.Queues))
 	for _, q := range r.o.Queues {
 		c, err := queue.Consumer(claimCtx, r.js, r.subjects, q, queue.ConsumerOptions{AckWait: 3 * r.leases.TTL()})
 		if err != nil {
@@ -173,7 +173,7 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	return nil
 }
 
-func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, c jetstream.Consumer, slots chan struct{}, jobs *sync.WaitGroup) {
+func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, src *queue.Source, slots chan struct{}, jobs *sync.WaitGroup) {
 	backoff := 100 * time.Millisecond
 	for {
 		select {
@@ -181,7 +181,7 @@ func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, c jetstre
 		case <-claimCtx.Done():
 			return
 		}
-		batch, err := c.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		m, err := src.Next(time.Second)
 		if err != nil {
 			<-slots
 			r.log.Warn("fetch", "queue", q, "err", err)
@@ -194,21 +194,17 @@ func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, c jetstre
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		got := false
-		for m := range batch.Messages() {
-			got = true
-			if claimCtx.Err() != nil {
-				_ = m.Nak() // claimed after the stop: another worker takes it now
-				<-slots
-				continue
-			}
+		switch {
+		case m == nil:
+			<-slots
+		case claimCtx.Err() != nil:
+			_ = m.Nak() // claimed after the stop: another worker takes it now
+			<-slots
+		default:
 			jobs.Go(func() {
 				defer func() { <-slots }()
-				r.handle(runCtx, q, m)
+				r.handle(runCtx, q, src, m)
 			})
-		}
-		if !got {
-			<-slots
 		}
 	}
 }
