@@ -135,7 +135,10 @@ func TestLookupsNeverHang(t *testing.T) {
 // TestExpiredResults: once a settled job's results passed the stream's MaxAge, a lookup says
 // ErrExpired (the marker nats-server leaves), not ErrNotFound, and Watch does not wait.
 func TestExpiredResults(t *testing.T) {
-	c, js := newClient(t, runfleet.Options{Prefix: "expiry", Streams: runfleet.StreamOptions{ResultsMaxAge: time.Second, ExpiryMarkers: time.Hour}})
+	c, js := newClient(t, runfleet.Options{Prefix: "expiry"})
+	if err := runfleet.EnsureStreams(t.Context(), js, c.Subjects(), runfleet.StreamOptions{ResultsMaxAge: time.Second, ExpiryMarkers: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
 	const id = "settled-long-ago"
 	// No worker serves this prefix: the settlement is stored as a worker would store it.
 	if _, err := js.Publish(t.Context(), c.Subjects().Settled(id), []byte(`{"job_id":"settled-long-ago","status":"succeeded"}`)); err != nil {
@@ -164,22 +167,23 @@ func TestExpiredResults(t *testing.T) {
 	}
 }
 
-// TestLeastPrivilegePublisher: SkipStreams starts without touching streams, and a JetStream the
+// TestClientMakesNoStreams: NewClient touches no stream (internal/e2e's
+// TestLeastPrivilegeSubmitter submits with a user allowed nothing else), and a JetStream the
 // caller made (where domains are configured) is the one used.
-func TestLeastPrivilegePublisher(t *testing.T) {
+func TestClientMakesNoStreams(t *testing.T) {
 	nc := dial(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if _, err := runfleet.NewClient(ctx, nil, runfleet.Options{Prefix: "not-created", JetStream: js, SkipStreams: true}); err != nil {
-		t.Fatalf("NewClient(SkipStreams) error = %v", err)
+	if _, err := runfleet.NewClient(ctx, nil, runfleet.Options{Prefix: "not-created", JetStream: js}); err != nil {
+		t.Fatalf("NewClient() error = %v", err)
 	}
 	if _, err := js.Stream(ctx, "NOT_CREATED_JOBS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Errorf("SkipStreams created the jobs stream (lookup error %v)", err)
+		t.Errorf("NewClient created the jobs stream (lookup error %v)", err)
 	}
-	c, err := runfleet.NewClient(ctx, nil, runfleet.Options{JetStream: js, SkipStreams: true})
+	c, err := runfleet.NewClient(ctx, nil, runfleet.Options{JetStream: js})
 	if err != nil {
 		t.Fatal(err)
 	}
