@@ -39,7 +39,13 @@ func TestLeastPrivilegeSubmitter(t *testing.T) {
 	f.start("w", "--listen", addr)
 	testenv.WaitFor(t, time.Minute, "the worker ready", func() bool { code, _ := get(t, "http://"+addr+"/readyz"); return code == 200 })
 
-	nc, err := nats.Connect(withUser(t, plain, "acme", "acme-pw"))
+	violations := make(chan error, 10)
+	nc, err := nats.Connect(withUser(t, plain, "acme", "acme-pw"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case violations <- err:
+		default:
+		}
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +67,14 @@ func TestLeastPrivilegeSubmitter(t *testing.T) {
 	other, err := c.Submit(ctx, "", job.Request{Language: "python3", Code: "print('other')"}, &runfleet.SubmitOptions{Tenant: "other"})
 	if err == nil {
 		t.Errorf("Submit() under tenant other = %+v, want the server to refuse it", other)
+	}
+	select {
+	case v := <-violations:
+		if !errors.Is(v, nats.ErrPermissionViolation) {
+			t.Errorf("the server reported %v, want a permissions violation", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the server reported no permissions violation for tenant other")
 	}
 	jobs, err := f.js.Stream(t.Context(), f.client.Subjects().JobsStream())
 	if err != nil {
