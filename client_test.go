@@ -132,22 +132,23 @@ func TestLookupsNeverHang(t *testing.T) {
 	}
 }
 
-// TestLeastPrivilegePublisher: SkipStreams starts without touching streams, and a JetStream the
+// TestClientMakesNoStreams: NewClient touches no stream (internal/e2e's
+// TestLeastPrivilegeSubmitter submits with a user allowed nothing else), and a JetStream the
 // caller made (where domains are configured) is the one used.
-func TestLeastPrivilegePublisher(t *testing.T) {
+func TestClientMakesNoStreams(t *testing.T) {
 	nc := dial(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if _, err := runfleet.NewClient(ctx, nil, runfleet.Options{Prefix: "not-created", JetStream: js, SkipStreams: true}); err != nil {
-		t.Fatalf("NewClient(SkipStreams) error = %v", err)
+	if _, err := runfleet.NewClient(ctx, nil, runfleet.Options{Prefix: "not-created", JetStream: js}); err != nil {
+		t.Fatalf("NewClient() error = %v", err)
 	}
 	if _, err := js.Stream(ctx, "NOT_CREATED_JOBS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Errorf("SkipStreams created the jobs stream (lookup error %v)", err)
+		t.Errorf("NewClient created the jobs stream (lookup error %v)", err)
 	}
-	c, err := runfleet.NewClient(ctx, nil, runfleet.Options{JetStream: js, SkipStreams: true})
+	c, err := runfleet.NewClient(ctx, nil, runfleet.Options{JetStream: js})
 	if err != nil {
 		t.Fatal(err)
 	}

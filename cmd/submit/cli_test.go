@@ -66,7 +66,7 @@ func TestCommandLineErrorsAreOneLine(t *testing.T) {
 		lines  int
 	}{
 		{name: "unknown flag", args: []string{"--bogus"}, code: 125, stderr: "flag provided but not defined: --bogus", lines: 1},
-		{name: "bad value", args: []string{"watch", "--stream-replicas", "x", "id"}, code: 125, stderr: "invalid value", lines: 1},
+		{name: "bad value", args: []string{"bench", "--jobs", "x"}, code: 125, stderr: "invalid value", lines: 1},
 		{name: "version", args: []string{"--version"}, stdout: "submit dev"},
 		{name: "help", args: []string{"--help"}, stdout: "usage: submit"},
 		{name: "bench --jobs -1", args: []string{"bench", "--jobs", "-1"}, code: 125, stderr: "--jobs -1: want at least 1", lines: 1},

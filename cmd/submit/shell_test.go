@@ -257,7 +257,7 @@ func TestSubcommandConventions(t *testing.T) {
 	}{
 		{name: "artifacts --version", args: []string{"artifacts", "--version"}, stdout: "submit dev"},
 		{name: "artifacts unknown flag", args: []string{"artifacts", "x", "--bogus"}, code: 125, stderr: "--bogus"},
-		{name: "artifacts bad environment", env: []string{"RUNFLEET_STREAM_REPLICAS=x"}, args: []string{"artifacts", "x"}, code: 125, stderr: "RUNFLEET_STREAM_REPLICAS"},
+		{name: "artifacts bad environment", env: []string{"RUNFLEET_TENANT=Not A Tenant"}, args: []string{"artifacts", "x"}, code: 125, stderr: "tenant"},
 		{name: "artifacts flags after ID", env: dead, args: []string{"artifacts", "some-id", "--prefix", "p"}, code: 125, stderr: "unreachable"},
 		{name: "cancel --json", env: dead, args: []string{"cancel", "x", "--json"}, code: 125, stderr: "--json"},
 		{name: "unknown flag", env: dead, args: []string{"--bogus"}, code: 125, stderr: "--bogus"},

@@ -46,7 +46,7 @@ type config struct {
 	nats                                                     cli.NATS
 	concurrency, warm, warmRefills                           int
 	warmMaxAge                                               time.Duration
-	leaseTTL, grace                                          time.Duration
+	leaseTTL, grace, retention                               time.Duration
 	dev                                                      bool
 	rootfs, image, dispatchLog                               string
 	cpus                                                     float64
@@ -54,7 +54,7 @@ type config struct {
 	maxPages                                                 int64
 	maxFailures, streamReplicas                              int
 	hook                                                     func() func(phase string)
-	artifactsMaxBytes                                        byteSize
+	artifactsMaxBytes, jobsMaxBytes                          byteSize
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
@@ -87,9 +87,15 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
 	c.artifactsMaxBytes = runfleet.DefaultArtifactsMaxBytes
 	fs.Var(&c.artifactsMaxBytes, "artifacts-max-bytes", "bound of the artifacts bucket (KiB, MiB, GiB, TiB); a put past it fails, nothing stored is dropped")
+	fs.DurationVar(&c.retention, "retention", runfleet.DefaultRetention, "how long a job's record and its stored request are kept (lookup, dedup, redrive)")
+	c.jobsMaxBytes = runfleet.DefaultJobsMaxBytes
+	fs.Var(&c.jobsMaxBytes, "jobs-max-bytes", "bound of the jobs stream, the kept requests (KiB, MiB, GiB, TiB); a publish past it is refused, nothing stored is dropped")
 	c.hook = faultHook(fs)
 	return fs, c
 }
+
+// minRetention is the jobs stream's duplicate window: JetStream refuses a MaxAge below it.
+const minRetention = 2 * time.Minute
 
 // validate checks what can be checked before connecting to anything, so that a wrong flag is
 // reported as itself and not as the failure it would cause later.
@@ -115,6 +121,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("--warm-max-age %v: want a positive duration", c.warmMaxAge)
 	case c.artifactsMaxBytes <= 0:
 		return fmt.Errorf("--artifacts-max-bytes %v: want a positive size", &c.artifactsMaxBytes)
+	case c.jobsMaxBytes <= 0:
+		return fmt.Errorf("--jobs-max-bytes %v: want a positive size", &c.jobsMaxBytes)
+	case c.retention < minRetention:
+		return fmt.Errorf("--retention %v: want at least %v, the jobs stream's duplicate window", c.retention, minRetention)
 	}
 	if c.warm == -1 {
 		c.warm = c.concurrency
@@ -194,7 +204,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
 	if err := runfleet.EnsureStreams(startCtx, js, subjects, runfleet.StreamOptions{Replicas: c.streamReplicas,
-		ArtifactsMaxBytes: int64(c.artifactsMaxBytes)}); err != nil {
+		ArtifactsMaxBytes: int64(c.artifactsMaxBytes), Retention: c.retention, JobsMaxBytes: int64(c.jobsMaxBytes)}); err != nil {
 		return err
 	}
 	ru, err := redisurl.Parse(c.redisURL)
@@ -207,7 +217,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		return fmt.Errorf("redis %s unreachable: %w", ru.Redacted(), err)
 	}
 	warnWithoutReplica(startCtx, log, rdb)
-	leases := lease.NewStore(rdb, lease.Options{Prefix: c.prefix, TTL: c.leaseTTL})
+	leases := lease.NewStore(rdb, lease.Options{Prefix: c.prefix, TTL: c.leaseTTL, RecordTTL: c.retention})
 	if err := leases.Init(startCtx); err != nil {
 		return err
 	}
@@ -336,6 +346,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		}
 	})
 	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, provider.Name(), profiles, r, warm) })
+	bg.Go(func() { measureJobsStream(ctx, js, subjects, m, log) })
 	bg.Go(func() {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()
@@ -380,6 +391,27 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// measureJobsStream keeps the metrics of the jobs stream's fullness current until ctx ends. One
+// stream info every 15 s per worker: those requests share the server's API queue.
+func measureJobsStream(ctx context.Context, js jetstream.JetStream, s job.Subjects, m *metrics.Metrics, log *slog.Logger) {
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		st, err := js.Stream(ctx, s.JobsStream())
+		if err == nil {
+			info := st.CachedInfo()
+			m.JobsStream(info.State.Bytes, info.State.Msgs, info.Config.MaxBytes)
+		} else if ctx.Err() == nil {
+			log.Warn("jobs stream info", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // redisLog keeps go-redis's own lines out of the worker's standard error: they are debug lines of

@@ -77,13 +77,16 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 	}
 	o.MaxWait = cmp.Or(o.MaxWait, DefaultMaxWait)
 	o.RunTimeout = cmp.Or(o.RunTimeout, DefaultRunTimeout)
-	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.Prefix, Streams: o.Streams})
+	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.Prefix})
 	if err != nil {
 		return nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if err := runfleet.EnsureStreams(ctx, js, client.Subjects(), o.Streams); err != nil {
+		return nil, err
 	}
 	g := &Gateway{nc: nc, js: js, client: client, subjects: client.Subjects(), o: o,
 		policy: job.ProtocolPolicy(), key: sha256.Sum256([]byte(o.APIKey)),

@@ -148,7 +148,7 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	}
 	defer stopWatch()
 
-	consumers := make(map[string]jetstream.Consumer, len(r.o.Queues))
+	consumers := make(map[string]*queue.Source, len(r.o.Queues))
 	for _, q := range r.o.Queues {
 		c, err := queue.Consumer(claimCtx, r.js, r.subjects, q, queue.ConsumerOptions{AckWait: 3 * r.leases.TTL()})
 		if err != nil {
@@ -173,7 +173,7 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	return nil
 }
 
-func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, c jetstream.Consumer, slots chan struct{}, jobs *sync.WaitGroup) {
+func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, src *queue.Source, slots chan struct{}, jobs *sync.WaitGroup) {
 	backoff := 100 * time.Millisecond
 	for {
 		select {
@@ -187,8 +187,8 @@ func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, c jetstre
 			// is held for a job that has not come; when it brings none, a fetch of one job waits.
 			// Its error, if any, is the waiting fetch's too, and reported there.
 			got := 0
-			if batch, err := c.FetchNoWait(n); err == nil {
-				got = r.start(claimCtx, runCtx, q, batch, slots, jobs)
+			if batch, err := src.FetchNoWait(n); err == nil {
+				got = r.start(claimCtx, runCtx, q, src, batch, slots, jobs)
 			}
 			if got > 0 {
 				release(slots, n-got)
@@ -197,7 +197,7 @@ func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, c jetstre
 			}
 			release(slots, n-1)
 		}
-		batch, err := c.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		batch, err := src.Fetch(1, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			<-slots
 			r.log.Warn("fetch", "queue", q, "err", err)
@@ -210,7 +210,7 @@ func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, c jetstre
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		if r.start(claimCtx, runCtx, q, batch, slots, jobs) == 0 {
+		if r.start(claimCtx, runCtx, q, src, batch, slots, jobs) == 0 {
 			<-slots
 		}
 	}
@@ -221,7 +221,7 @@ const maxBatch = 32
 
 // start runs each job of batch on a slot the caller holds for it, and returns how many came; each
 // job gives its slot back when it ends.
-func (r *Runner) start(claimCtx, runCtx context.Context, q string, batch jetstream.MessageBatch, slots chan struct{}, jobs *sync.WaitGroup) int {
+func (r *Runner) start(claimCtx, runCtx context.Context, q string, src *queue.Source, batch jetstream.MessageBatch, slots chan struct{}, jobs *sync.WaitGroup) int {
 	got := 0
 	for m := range batch.Messages() {
 		got++
@@ -232,7 +232,7 @@ func (r *Runner) start(claimCtx, runCtx context.Context, q string, batch jetstre
 		}
 		jobs.Go(func() {
 			defer func() { <-slots }()
-			r.handle(runCtx, q, m)
+			r.handle(runCtx, q, src, m)
 		})
 	}
 	return got
