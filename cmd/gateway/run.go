@@ -37,7 +37,7 @@ Flags:
 type config struct {
 	listen, prefix, queue, apiKey, dependencies string
 	nats                                        cli.NATS
-	streamReplicas                              int
+	streamReplicas, maxWaiting                  int
 	maxWait, timeout, grace                     time.Duration
 }
 
@@ -53,6 +53,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
 	fs.StringVar(&c.apiKey, "api-key", "", "the key clients send (required)")
 	fs.DurationVar(&c.maxWait, "max-wait", gateway.DefaultMaxWait, "longest a waiting request (?wait=true, /v1/sandbox/run, events) is held")
+	fs.IntVar(&c.maxWaiting, "max-waiting", gateway.DefaultMaxWaiting, "requests waiting for a settlement at once (?wait=true, /v1/sandbox/run); past it 503 with Retry-After, before anything is stored")
 	fs.DurationVar(&c.timeout, "timeout", gateway.DefaultRunTimeout, "timeout_ms of /v1/sandbox/run jobs (dify-sandbox's WORKER_TIMEOUT)")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "on SIGTERM, how long in-flight requests may finish")
 	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them (default: none, the standard library only)")
@@ -66,6 +67,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	if c.apiKey == "" {
 		return gateway.ErrNoKey
+	}
+	if c.maxWaiting < 1 {
+		return fmt.Errorf("--max-waiting %d: want at least 1", c.maxWaiting)
 	}
 	if _, err := c.nats.Options(); err != nil {
 		return err
@@ -91,7 +95,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
 	g, err := gateway.New(startCtx, nc, gateway.Options{APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
-		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, RunTimeout: c.timeout,
+		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout,
 		Dependencies: deps, Logger: log})
 	if err != nil {
 		return err

@@ -52,12 +52,28 @@ func sandboxFail(w http.ResponseWriter, status, code int, message string) {
 	writeJSON(w, status, sandboxResponse{Code: code, Message: message})
 }
 
+// sandboxRefuse answers a request refused before anything was stored, as dify-sandbox answers
+// when it is full: nothing ran, and retrying is safe.
+func sandboxRefuse(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", "1")
+	msg := "Too many requests"
+	if !errors.Is(err, errTooManyWaiting) {
+		msg = err.Error() + "; nothing was stored, retry later"
+	}
+	sandboxFail(w, http.StatusServiceUnavailable, -503, msg)
+}
+
 // sandboxLanguages are the languages dify-sandbox serves; Dify sends jinja2 templates as python3.
 var sandboxLanguages = map[string]bool{"python3": true, "nodejs": true}
 
 // sandboxRun runs a snippet as a job and answers once it settled, with its whole output.
 func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(w, r, g.policy.MaxBodyBytes)
+	var rej *job.RejectError
+	if errors.As(err, &rej) && rej.Reason == job.ReasonPayloadTooLarge {
+		sandboxFail(w, http.StatusBadRequest, -400, err.Error())
+		return
+	}
 	if err != nil {
 		sandboxFail(w, http.StatusOK, -400, err.Error())
 		return
@@ -77,20 +93,37 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 	}
 	jr := job.Request{ID: uuid.NewString(), Language: req.Language, Code: req.Code, Preload: req.Preload,
 		Limits: job.Limits{Timeout: g.o.RunTimeout}}
+	setJobID(r, jr.ID)
 	if _, err := jr.Validate(g.policy); err != nil {
 		sandboxFail(w, http.StatusOK, -400, err.Error())
 		return
 	}
-	if !g.nc.IsConnected() {
-		sandboxFail(w, http.StatusServiceUnavailable, -503, "the fleet's NATS is unreachable; retry later")
+	// The job is stored as JSON again, where a "<" takes 6 bytes: its size is the stored one's.
+	if enc, err := json.Marshal(jr); err != nil || len(enc) > g.policy.MaxBodyBytes {
+		sandboxFail(w, http.StatusBadRequest, -400, fmt.Sprintf("%s: the request is %d bytes as stored, at most %d", job.ReasonPayloadTooLarge, len(enc), g.policy.MaxBodyBytes))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
-	_, err = g.client.Submit(ctx, g.o.Queue, jr, nil)
-	cancel()
+	release, err := g.admit()
 	if err != nil {
-		g.log.Warn("publish", "err", err)
-		sandboxFail(w, http.StatusServiceUnavailable, -503, "the fleet did not store the request; retry later")
+		sandboxRefuse(w, err)
+		return
+	}
+	defer release()
+	err = g.store(context.WithoutCancel(r.Context()), func(ctx context.Context) error {
+		_, err := g.client.Submit(ctx, g.o.Queue, jr, nil)
+		return err
+	})
+	switch {
+	case errors.As(err, &rej):
+		sandboxFail(w, http.StatusBadRequest, -400, rej.Error())
+		return
+	case errors.Is(err, errUnconfirmed):
+		g.log.Warn("publish", "job_id", jr.ID, "err", err)
+		sandboxFail(w, http.StatusGatewayTimeout, -504, fmt.Sprintf("the fleet did not confirm job %s; it may have been stored and may run", jr.ID))
+		return
+	case err != nil:
+		g.log.Warn("publish", "job_id", jr.ID, "err", err)
+		sandboxRefuse(w, errors.New("the fleet did not store the request"))
 		return
 	}
 	g.metrics.jobs.WithLabelValues("dify").Inc()
@@ -108,8 +141,11 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		sandboxFail(w, http.StatusGatewayTimeout, -504, fmt.Sprintf("job %s did not settle within %s; it goes on", jr.ID, g.o.MaxWait))
 		return
 	case err != nil:
+		// The job is stored but its output cannot reach the caller: cancel it, so that a retry
+		// does not run the code beside it.
 		g.log.Warn("watch", "job_id", jr.ID, "err", err)
-		sandboxFail(w, http.StatusServiceUnavailable, -503, watchFailure(err)+": could not follow job "+jr.ID)
+		g.cancelJob(r.Context(), jr.ID, "watch failed")
+		sandboxFail(w, http.StatusBadGateway, -502, watchFailure(err)+": could not follow job "+jr.ID+"; it was cancelled")
 		return
 	case st.Status == job.StatusRejected:
 		sandboxFail(w, http.StatusOK, -400, cmp.Or(strings.TrimSpace(string(st.Reason)+": "+st.Detail), string(st.Reason)))

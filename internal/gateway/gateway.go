@@ -38,6 +38,7 @@ type Options struct {
 	Queue        string                  // default job.DefaultQueue
 	Streams      runfleet.StreamOptions  // used only when a stream is missing
 	MaxWait      time.Duration           // longest a request waits for a settlement; default DefaultMaxWait
+	MaxWaiting   int                     // requests waiting at once (?wait=true, /v1/sandbox/run); default DefaultMaxWaiting
 	RunTimeout   time.Duration           // timeout_ms of /v1/sandbox/run jobs; default DefaultRunTimeout
 	Dependencies map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
 	Logger       *slog.Logger            // default: discard
@@ -51,16 +52,17 @@ type Dependency struct {
 
 // Gateway serves the HTTP API over one NATS connection. It holds no job state.
 type Gateway struct {
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	client   *runfleet.Client
-	subjects job.Subjects
-	o        Options
-	policy   job.Policy
-	key      [sha256.Size]byte
-	log      *slog.Logger
-	metrics  *Metrics
-	draining atomic.Bool
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	client    *runfleet.Client
+	subjects  job.Subjects
+	o         Options
+	policy    job.Policy
+	key       [sha256.Size]byte
+	log       *slog.Logger
+	metrics   *Metrics
+	draining  atomic.Bool
+	admission admission
 }
 
 // ErrNoKey is returned by [New] without an API key: the gateway never serves without one.
@@ -77,6 +79,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 	}
 	o.MaxWait = cmp.Or(o.MaxWait, DefaultMaxWait)
 	o.RunTimeout = cmp.Or(o.RunTimeout, DefaultRunTimeout)
+	o.MaxWaiting = cmp.Or(o.MaxWaiting, DefaultMaxWaiting)
 	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.Prefix, Streams: o.Streams})
 	if err != nil {
 		return nil, err
@@ -88,6 +91,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 	g := &Gateway{nc: nc, js: js, client: client, subjects: client.Subjects(), o: o,
 		policy: job.ProtocolPolicy(), key: sha256.Sum256([]byte(o.APIKey)),
 		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), metrics: NewMetrics()}
+	g.admission.max = int64(o.MaxWaiting)
 	return g, nil
 }
 

@@ -55,10 +55,26 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		writeReject(w, err)
 		return
 	}
-	if !g.publish(w, r.Context(), func(ctx context.Context) error {
+	setJobID(r, id)
+	// A waiting request takes its place before the job is stored: one the gateway could not
+	// follow is refused with nothing stored.
+	if wait {
+		release, err := g.admit()
+		if err != nil {
+			refuse(w, err)
+			return
+		}
+		defer release()
+	} else if !g.nc.IsConnected() {
+		refuse(w, errDisconnected)
+		return
+	}
+	err = g.store(context.WithoutCancel(r.Context()), func(ctx context.Context) error {
 		_, err := g.client.SubmitRaw(ctx, queue, id, body, nil)
 		return err
-	}) {
+	})
+	if err != nil {
+		g.storeFailed(w, id, err)
 		return
 	}
 	g.metrics.jobs.WithLabelValues("native").Inc()
@@ -68,14 +84,15 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := g.wait(r, id, cancelOnDisconnect, nil)
-	switch {
-	case errors.Is(err, runfleet.ErrNoSettlement):
+	if err != nil {
+		// Past --max-wait, at shutdown, or a watch that failed: the job is stored and goes on.
+		if !errors.Is(err, runfleet.ErrNoSettlement) {
+			g.log.Warn("watch", "job_id", id, "err", err)
+		}
 		writeJSON(w, http.StatusAccepted, accepted{JobID: id})
-	case err != nil:
-		g.unavailable(w, id, err)
-	default:
-		writeJSON(w, http.StatusOK, st)
+		return
 	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 // decode validates body as the protocol does and returns the job's id: the body's own, or a new
@@ -108,38 +125,45 @@ func (g *Gateway) wait(r *http.Request, id string, cancelOnDisconnect bool, onPa
 	defer cancel()
 	st, err := g.client.Watch(ctx, id, onPage)
 	if errors.Is(err, runfleet.ErrNoSettlement) && cancelOnDisconnect && r.Context().Err() != nil && !g.draining.Load() {
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(r.Context()), publishTimeout)
-		defer ccancel()
-		if cerr := g.client.Cancel(cctx, id); cerr != nil {
-			g.log.Warn("cancel on disconnect", "job_id", id, "err", cerr)
-		} else {
-			g.log.Info("client disconnected: job cancelled as asked", "job_id", id)
-		}
+		g.cancelJob(r.Context(), id, "client disconnected")
 	}
 	return st, err
 }
 
-// publish runs pub against JetStream, bounded; when NATS is unreachable it answers 503 and
-// reports false.
-func (g *Gateway) publish(w http.ResponseWriter, ctx context.Context, pub func(context.Context) error) bool {
-	if !g.nc.IsConnected() {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet's NATS is unreachable; retry later")
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+// cancelJob cancels job id for the reason given, whether or not ctx has ended, and logs what came
+// of it.
+func (g *Gateway) cancelJob(ctx context.Context, id, why string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	if err := pub(ctx); err != nil {
-		g.log.Warn("publish", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet did not store the request; retry later")
-		return false
+	if err := g.client.Cancel(ctx, id); err != nil {
+		g.log.Warn("cancel", "job_id", id, "why", why, "err", err)
+		return
 	}
-	return true
+	g.log.Info("job cancelled", "job_id", id, "why", why)
 }
 
-func (g *Gateway) unavailable(w http.ResponseWriter, id string, err error) {
-	g.log.Warn("watch", "job_id", id, "err", err)
+// refuse answers a request refused before anything was stored: retrying it is safe.
+func refuse(w http.ResponseWriter, err error) {
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, watchFailure(err), "could not follow job "+id+"; it was stored: GET /v1/jobs/"+id+" later")
+	writeError(w, http.StatusServiceUnavailable, refusalReason(err), err.Error()+"; nothing was stored, retry later")
+}
+
+// storeFailed answers a publish that store did not see acknowledged.
+func (g *Gateway) storeFailed(w http.ResponseWriter, id string, err error) {
+	var rej *job.RejectError
+	switch {
+	case errors.As(err, &rej):
+		writeReject(w, err)
+	case errors.Is(err, errUnconfirmed):
+		g.log.Warn("publish", "job_id", id, "err", err)
+		writeJSON(w, http.StatusGatewayTimeout, struct {
+			errorBody
+			JobID string `json:"job_id"`
+		}{errorBody{Reason: "unconfirmed", Detail: "the fleet did not confirm job " + id + "; it may have been stored: GET /v1/jobs/" + id}, id})
+	default:
+		g.log.Warn("publish", "job_id", id, "err", err)
+		refuse(w, errors.New("the fleet did not store the request"))
+	}
 }
 
 // errTooManyConsumers is JetStream's answer when a stream holds its maximum of consumers
