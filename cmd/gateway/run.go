@@ -36,6 +36,8 @@ Flags:
 
 type config struct {
 	listen, prefix, queue, apiKey, dependencies string
+	signingKey                                  string
+	bodyTimeout, writeTimeout, signedURLTTL     time.Duration
 	nats                                        cli.NATS
 	streamReplicas, maxWaiting                  int
 	maxWait, timeout, grace                     time.Duration
@@ -55,6 +57,10 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.DurationVar(&c.maxWait, "max-wait", gateway.DefaultMaxWait, "longest a waiting request (?wait=true, /v1/sandbox/run, events) is held")
 	fs.IntVar(&c.maxWaiting, "max-waiting", gateway.DefaultMaxWaiting, "requests waiting for a settlement at once (?wait=true, /v1/sandbox/run); past it 503 with Retry-After, before anything is stored")
 	fs.DurationVar(&c.timeout, "timeout", gateway.DefaultRunTimeout, "timeout_ms of /v1/sandbox/run jobs (dify-sandbox's WORKER_TIMEOUT)")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "longest a request body may take to arrive; past it 408")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "longest one write of an answer (an event of a stream included) may take before the client is let go")
+	fs.StringVar(&c.signingKey, "signing-key", "", "key of the signed events URLs a browser follows a job with (default: random at start, so such a URL works on this gateway only)")
+	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", gateway.DefaultSignedURLTTL, "how long a signed events URL is valid")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "on SIGTERM, how long in-flight requests may finish")
 	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them (default: none, the standard library only)")
 	return fs, c
@@ -96,6 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer cancelStart()
 	g, err := gateway.New(startCtx, nc, gateway.Options{APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
 		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout,
+		BodyTimeout: c.bodyTimeout, WriteTimeout: c.writeTimeout, SigningKey: []byte(c.signingKey), SignedURLTTL: c.signedURLTTL,
 		Dependencies: deps, Logger: log})
 	if err != nil {
 		return err
@@ -112,7 +119,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- srv.Serve(ln) })
-	log.Info("gateway started", "version", version, "listen", ln.Addr().String(), "nats_url", c.nats.URL,
+	log.Info("gateway started", "version", version, "listen", ln.Addr().String(), "nats_url", cli.RedactURL(c.nats.URL),
 		"prefix", c.prefix, "queue", c.queue, "max_wait", c.maxWait.String())
 	select {
 	case <-ctx.Done():

@@ -68,7 +68,11 @@ var sandboxLanguages = map[string]bool{"python3": true, "nodejs": true}
 
 // sandboxRun runs a snippet as a job and answers once it settled, with its whole output.
 func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r, g.policy.MaxBodyBytes)
+	body, err := g.readBody(w, r)
+	if errors.Is(err, errBodyTimeout) {
+		sandboxFail(w, http.StatusRequestTimeout, -400, err.Error())
+		return
+	}
 	var rej *job.RejectError
 	if errors.As(err, &rej) && rej.Reason == job.ReasonPayloadTooLarge {
 		sandboxFail(w, http.StatusBadRequest, -400, err.Error())

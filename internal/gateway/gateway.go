@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -40,6 +41,10 @@ type Options struct {
 	MaxWait      time.Duration           // longest a request waits for a settlement; default DefaultMaxWait
 	MaxWaiting   int                     // requests waiting at once (?wait=true, /v1/sandbox/run); default DefaultMaxWaiting
 	RunTimeout   time.Duration           // timeout_ms of /v1/sandbox/run jobs; default DefaultRunTimeout
+	BodyTimeout  time.Duration           // longest a request body may take to arrive; default DefaultBodyTimeout
+	WriteTimeout time.Duration           // longest one write of an answer may take; default DefaultWriteTimeout
+	SigningKey   []byte                  // key of signed events URLs; default: random, this process's own
+	SignedURLTTL time.Duration           // how long a signed events URL is valid; default DefaultSignedURLTTL
 	Dependencies map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
 	Logger       *slog.Logger            // default: discard
 }
@@ -52,17 +57,18 @@ type Dependency struct {
 
 // Gateway serves the HTTP API over one NATS connection. It holds no job state.
 type Gateway struct {
-	nc        *nats.Conn
-	js        jetstream.JetStream
-	client    *runfleet.Client
-	subjects  job.Subjects
-	o         Options
-	policy    job.Policy
-	key       [sha256.Size]byte
-	log       *slog.Logger
-	metrics   *Metrics
-	draining  atomic.Bool
-	admission admission
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	client     *runfleet.Client
+	subjects   job.Subjects
+	o          Options
+	policy     job.Policy
+	key        [sha256.Size]byte
+	signingKey []byte // of signed events URLs
+	log        *slog.Logger
+	metrics    *Metrics
+	draining   atomic.Bool
+	admission  admission
 }
 
 // ErrNoKey is returned by [New] without an API key: the gateway never serves without one.
@@ -80,6 +86,14 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 	o.MaxWait = cmp.Or(o.MaxWait, DefaultMaxWait)
 	o.RunTimeout = cmp.Or(o.RunTimeout, DefaultRunTimeout)
 	o.MaxWaiting = cmp.Or(o.MaxWaiting, DefaultMaxWaiting)
+	o.BodyTimeout = cmp.Or(o.BodyTimeout, DefaultBodyTimeout)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, DefaultWriteTimeout)
+	o.SignedURLTTL = cmp.Or(o.SignedURLTTL, DefaultSignedURLTTL)
+	signingKey := o.SigningKey
+	if len(signingKey) == 0 {
+		signingKey = make([]byte, 32)
+		rand.Read(signingKey)
+	}
 	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.Prefix, Streams: o.Streams})
 	if err != nil {
 		return nil, err
@@ -92,6 +106,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 		policy: job.ProtocolPolicy(), key: sha256.Sum256([]byte(o.APIKey)),
 		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), metrics: NewMetrics()}
 	g.admission.max = int64(o.MaxWaiting)
+	g.signingKey = signingKey
 	return g, nil
 }
 
@@ -107,6 +122,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/jobs", g.submit)
 	mux.HandleFunc("GET /v1/jobs/{id}", g.settlement)
 	mux.HandleFunc("GET /v1/jobs/{id}/events", g.events)
+	mux.HandleFunc("POST /v1/jobs/{id}/events-url", g.eventsURL)
 	mux.HandleFunc("DELETE /v1/jobs/{id}", g.cancel)
 	mux.HandleFunc("GET /v1/jobs/{id}/artifacts/{path...}", g.artifact)
 	mux.HandleFunc("POST /v1/sandbox/run", g.sandboxRun)
@@ -115,7 +131,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", g.ready)
 	mux.Handle("GET /metrics", g.metrics.Handler())
-	return g.metrics.instrument(g.log, g.authenticate(mux))
+	return g.metrics.instrument(g.log, g.o.WriteTimeout, g.authenticate(mux))
 }
 
 // public are the routes that answer without the key: probes that tell nothing about jobs.
@@ -123,7 +139,7 @@ var public = map[string]bool{"/healthz": true, "/readyz": true, "/health": true}
 
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if public[r.URL.Path] || g.authorized(r) {
+		if public[r.URL.Path] || g.authorized(r) || g.signedEvents(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

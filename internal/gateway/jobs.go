@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/google/uuid"
@@ -45,7 +47,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_queue", fmt.Sprintf("queue %q is not a valid queue name", clip(queue)))
 		return
 	}
-	body, err := readBody(w, r, g.policy.MaxBodyBytes)
+	body, err := g.readBody(w, r)
 	if err != nil {
 		writeReject(w, err)
 		return
@@ -334,20 +336,41 @@ func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
-// readBody reads at most limit bytes; a larger body is a payload_too_large rejection.
-func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, &job.RejectError{Reason: job.ReasonPayloadTooLarge, Detail: fmt.Sprintf("body over %d bytes", limit)}
-	}
+// errBodyTimeout is a body that did not arrive within Options.BodyTimeout.
+var errBodyTimeout = errors.New("the request body did not arrive in time")
+
+// readBody reads the request body: at most the protocol's limit, within Options.BodyTimeout, so
+// that a client sending a body slowly (or never) holds no request for longer. A larger body is a
+// payload_too_large rejection.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(g.o.BodyTimeout)) // a writer without deadlines reads without
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(g.policy.MaxBodyBytes)))
 	if err != nil {
+		// The deadline stays, and the connection closes after the answer: the server would
+		// otherwise wait for the rest of the body before answering.
+		w.Header().Set("Connection", "close")
+	} else {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	var tooLarge *http.MaxBytesError
+	var nerr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, &job.RejectError{Reason: job.ReasonPayloadTooLarge, Detail: fmt.Sprintf("body over %d bytes", g.policy.MaxBodyBytes)}
+	case errors.As(err, &nerr) && nerr.Timeout():
+		return nil, fmt.Errorf("%w (%s)", errBodyTimeout, g.o.BodyTimeout)
+	case err != nil:
 		return nil, &job.RejectError{Reason: job.ReasonInvalidJSON, Detail: "read body: " + err.Error()}
 	}
 	return body, nil
 }
 
 func writeReject(w http.ResponseWriter, err error) {
+	if errors.Is(err, errBodyTimeout) {
+		writeError(w, http.StatusRequestTimeout, "body_timeout", err.Error())
+		return
+	}
 	var rej *job.RejectError
 	if errors.As(err, &rej) {
 		writeError(w, http.StatusBadRequest, string(rej.Reason), rej.Detail)

@@ -62,11 +62,12 @@ func (m *Metrics) watching() func() {
 	}
 }
 
-// instrument counts and times every request, and logs it.
-func (m *Metrics) instrument(log *slog.Logger, next http.Handler) http.Handler {
+// instrument counts and times every request, logs it, and bounds each of its writes by
+// writeTimeout.
+func (m *Metrics) instrument(log *slog.Logger, writeTimeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		sw := newStatusWriter(w, writeTimeout)
 		info := &requestInfo{}
 		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		next.ServeHTTP(sw, r)
@@ -96,24 +97,3 @@ func setJobID(r *http.Request, id string) {
 		info.jobID = id
 	}
 }
-
-// statusWriter records the status code; Unwrap lets http.ResponseController reach Flush.
-type statusWriter struct {
-	http.ResponseWriter
-	code  int
-	wrote bool
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if !s.wrote {
-		s.code, s.wrote = code, true
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	s.wrote = true
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
