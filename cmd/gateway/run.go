@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -38,6 +39,8 @@ type config struct {
 	listen, prefix, queue, apiKey, dependencies string
 	signingKey                                  string
 	bodyTimeout, writeTimeout, signedURLTTL     time.Duration
+	maxOutput                                   byteSize
+	cancelOnDisconnect                          string
 	nats                                        cli.NATS
 	streamReplicas, maxWaiting                  int
 	maxWait, timeout, grace                     time.Duration
@@ -57,6 +60,9 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.DurationVar(&c.maxWait, "max-wait", gateway.DefaultMaxWait, "longest a waiting request (?wait=true, /v1/sandbox/run, events) is held")
 	fs.IntVar(&c.maxWaiting, "max-waiting", gateway.DefaultMaxWaiting, "requests waiting for a settlement at once (?wait=true, /v1/sandbox/run); past it 503 with Retry-After, before anything is stored")
 	fs.DurationVar(&c.timeout, "timeout", gateway.DefaultRunTimeout, "timeout_ms of /v1/sandbox/run jobs (dify-sandbox's WORKER_TIMEOUT)")
+	c.maxOutput = gateway.DefaultMaxOutput
+	fs.Var(&c.maxOutput, "max-output", "output_bytes of /v1/sandbox/run jobs (KiB, MiB); at most the workers' maximum, 16MiB")
+	fs.StringVar(&c.cancelOnDisconnect, "cancel-on-disconnect", "", "whether a waiting client that goes away cancels its job: true, false, or empty for each route's default (true for /v1/sandbox/run, false for ?wait=true)")
 	fs.DurationVar(&c.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "longest a request body may take to arrive; past it 408")
 	fs.DurationVar(&c.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "longest one write of an answer (an event of a stream included) may take before the client is let go")
 	fs.StringVar(&c.signingKey, "signing-key", "", "key of the signed events URLs a browser follows a job with (default: random at start, so such a URL works on this gateway only)")
@@ -76,6 +82,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	if c.maxWaiting < 1 {
 		return fmt.Errorf("--max-waiting %d: want at least 1", c.maxWaiting)
+	}
+	if c.maxOutput < 1 {
+		return fmt.Errorf("--max-output %s: want at least 1 byte", c.maxOutput.String())
+	}
+	var cancelOnDisconnect *bool
+	if c.cancelOnDisconnect != "" {
+		v, err := strconv.ParseBool(c.cancelOnDisconnect)
+		if err != nil {
+			return fmt.Errorf("--cancel-on-disconnect %q: want true or false", c.cancelOnDisconnect)
+		}
+		cancelOnDisconnect = &v
 	}
 	if _, err := c.nats.Options(); err != nil {
 		return err
@@ -101,8 +118,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
 	g, err := gateway.New(startCtx, nc, gateway.Options{APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
-		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout,
-		BodyTimeout: c.bodyTimeout, WriteTimeout: c.writeTimeout, SigningKey: []byte(c.signingKey), SignedURLTTL: c.signedURLTTL,
+		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout, MaxOutput: int64(c.maxOutput),
+		CancelOnDisconnect: cancelOnDisconnect,
+		BodyTimeout:        c.bodyTimeout, WriteTimeout: c.writeTimeout, SigningKey: []byte(c.signingKey), SignedURLTTL: c.signedURLTTL,
 		Dependencies: deps, Logger: log})
 	if err != nil {
 		return err

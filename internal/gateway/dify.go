@@ -20,9 +20,15 @@ import (
 
 // dify-sandbox's API (github.com/langgenius/dify-sandbox/internal/controller): every answer is
 // {"code","message","data"}; code 0 and message "success" when the request was served, a negative
-// code and the reason in message (data null) when not. A body it cannot bind is HTTP 200 with code
-// -400, an unsupported language HTTP 400 with code -400; Dify reads a non-200 status, a non-zero
-// code or a non-empty data.error as failure, and data.stdout as the result.
+// code and the reason in message (data null) when not. A body it cannot bind (not JSON, language
+// or code missing) is HTTP 400 with code -400 when sent as Content-Type: application/json, as Dify
+// sends it (gin's BindJSON writes 400 before the handler's 200), HTTP 200 with code -400
+// otherwise; an unsupported language is HTTP 400. Dify (api/core/helper/code_executor/
+// code_executor.py) reads 503 as "service unavailable", any other non-200 status, a non-zero code
+// or a non-empty data.error as the node's failure, and data.stdout as the result. It does not
+// retry itself; a node's "retry on failure" setting reruns it on any failure. So 503 means
+// nothing was stored, 504 that the job goes on, and a client gone (Dify's read timeout) cancels
+// its job unless Options.CancelOnDisconnect says no.
 
 // sandboxResponse is dify-sandbox's envelope.
 type sandboxResponse struct {
@@ -82,21 +88,25 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		sandboxFail(w, http.StatusOK, -400, err.Error())
 		return
 	}
+	bindStatus := http.StatusOK
+	if r.Header.Get("Content-Type") == "application/json" {
+		bindStatus = http.StatusBadRequest
+	}
 	var req sandboxRun
 	if err := json.Unmarshal(body, &req); err != nil {
-		sandboxFail(w, http.StatusOK, -400, "invalid request body: "+err.Error())
+		sandboxFail(w, bindStatus, -400, "invalid request body: "+err.Error())
 		return
 	}
 	switch {
 	case req.Language == "" || req.Code == "":
-		sandboxFail(w, http.StatusOK, -400, "language and code are required")
+		sandboxFail(w, bindStatus, -400, "language and code are required")
 		return
 	case !sandboxLanguages[req.Language]:
 		sandboxFail(w, http.StatusBadRequest, -400, "unsupported language")
 		return
 	}
 	jr := job.Request{ID: uuid.NewString(), Language: req.Language, Code: req.Code, Preload: req.Preload,
-		Limits: job.Limits{Timeout: g.o.RunTimeout}}
+		Limits: job.Limits{Timeout: g.o.RunTimeout, OutputBytes: g.o.MaxOutput}}
 	setJobID(r, jr.ID)
 	if _, err := jr.Validate(g.policy); err != nil {
 		sandboxFail(w, http.StatusOK, -400, err.Error())
@@ -132,7 +142,8 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 	}
 	g.metrics.jobs.WithLabelValues("dify").Inc()
 	var stdout, stderr bytes.Buffer // output_bytes bounds them
-	st, err := g.wait(r, jr.ID, false, func(p runfleet.Page) error {
+	cancelOnDisconnect := g.o.CancelOnDisconnect == nil || *g.o.CancelOnDisconnect
+	st, err := g.wait(r, jr.ID, cancelOnDisconnect, func(p runfleet.Page) error {
 		if p.Stream == job.Stderr {
 			stderr.Write(p.Data)
 		} else {
@@ -142,7 +153,7 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, runfleet.ErrNoSettlement):
-		sandboxFail(w, http.StatusGatewayTimeout, -504, fmt.Sprintf("job %s did not settle within %s; it goes on", jr.ID, g.o.MaxWait))
+		sandboxFail(w, http.StatusGatewayTimeout, -504, fmt.Sprintf("job %s did not settle while this request waited (--max-wait %s, or the gateway is shutting down); it goes on", jr.ID, g.o.MaxWait))
 		return
 	case err != nil:
 		// The job is stored but its output cannot reach the caller: cancel it, so that a retry

@@ -27,6 +27,7 @@ import (
 const (
 	DefaultMaxWait    = 5 * time.Minute
 	DefaultRunTimeout = 15 * time.Second // dify-sandbox's WORKER_TIMEOUT
+	DefaultMaxOutput  = 1 << 20          // output_bytes of /v1/sandbox/run jobs
 )
 
 // publishTimeout bounds one publish to JetStream; past it the fleet counts as unreachable.
@@ -34,19 +35,24 @@ const publishTimeout = 10 * time.Second
 
 // Options configure a [Gateway]. Zero fields take the documented defaults.
 type Options struct {
-	APIKey       string                  // required
-	Prefix       string                  // default job.DefaultPrefix
-	Queue        string                  // default job.DefaultQueue
-	Streams      runfleet.StreamOptions  // used only when a stream is missing
-	MaxWait      time.Duration           // longest a request waits for a settlement; default DefaultMaxWait
-	MaxWaiting   int                     // requests waiting at once (?wait=true, /v1/sandbox/run); default DefaultMaxWaiting
-	RunTimeout   time.Duration           // timeout_ms of /v1/sandbox/run jobs; default DefaultRunTimeout
-	BodyTimeout  time.Duration           // longest a request body may take to arrive; default DefaultBodyTimeout
-	WriteTimeout time.Duration           // longest one write of an answer may take; default DefaultWriteTimeout
-	SigningKey   []byte                  // key of signed events URLs; default: random, this process's own
-	SignedURLTTL time.Duration           // how long a signed events URL is valid; default DefaultSignedURLTTL
-	Dependencies map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
-	Logger       *slog.Logger            // default: discard
+	APIKey     string                 // required
+	Prefix     string                 // default job.DefaultPrefix
+	Queue      string                 // default job.DefaultQueue
+	Streams    runfleet.StreamOptions // used only when a stream is missing
+	MaxWait    time.Duration          // longest a request waits for a settlement; default DefaultMaxWait
+	MaxWaiting int                    // requests waiting at once (?wait=true, /v1/sandbox/run); default DefaultMaxWaiting
+	RunTimeout time.Duration          // timeout_ms of /v1/sandbox/run jobs; default DefaultRunTimeout
+	MaxOutput  int64                  // output_bytes of /v1/sandbox/run jobs; default DefaultMaxOutput
+	// CancelOnDisconnect says whether a waiting client that goes away cancels its job; nil is each
+	// route's default: yes for /v1/sandbox/run, no for ?wait=true (which may ask with
+	// ?cancel_on_disconnect=).
+	CancelOnDisconnect *bool
+	BodyTimeout        time.Duration           // longest a request body may take to arrive; default DefaultBodyTimeout
+	WriteTimeout       time.Duration           // longest one write of an answer may take; default DefaultWriteTimeout
+	SigningKey         []byte                  // key of signed events URLs; default: random, this process's own
+	SignedURLTTL       time.Duration           // how long a signed events URL is valid; default DefaultSignedURLTTL
+	Dependencies       map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
+	Logger             *slog.Logger            // default: discard
 }
 
 // Dependency is a package a profile ships, as dify-sandbox lists it.
@@ -86,6 +92,7 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 	o.MaxWait = cmp.Or(o.MaxWait, DefaultMaxWait)
 	o.RunTimeout = cmp.Or(o.RunTimeout, DefaultRunTimeout)
 	o.MaxWaiting = cmp.Or(o.MaxWaiting, DefaultMaxWaiting)
+	o.MaxOutput = cmp.Or(o.MaxOutput, DefaultMaxOutput)
 	o.BodyTimeout = cmp.Or(o.BodyTimeout, DefaultBodyTimeout)
 	o.WriteTimeout = cmp.Or(o.WriteTimeout, DefaultWriteTimeout)
 	o.SignedURLTTL = cmp.Or(o.SignedURLTTL, DefaultSignedURLTTL)

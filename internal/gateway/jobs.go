@@ -29,12 +29,12 @@ type accepted struct {
 // submit stores a native job request: 202 once stored, or 200 with the settlement with ?wait=true.
 func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	wait, err := boolParam(q.Get("wait"))
+	wait, err := boolParam(q.Get("wait"), false)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_query", "wait: "+err.Error())
 		return
 	}
-	cancelOnDisconnect, err := boolParam(q.Get("cancel_on_disconnect"))
+	cancelOnDisconnect, err := boolParam(q.Get("cancel_on_disconnect"), g.o.CancelOnDisconnect != nil && *g.o.CancelOnDisconnect)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_query", "cancel_on_disconnect: "+err.Error())
 		return
@@ -379,9 +379,9 @@ func writeReject(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusBadRequest, string(job.ReasonInvalidJSON), err.Error())
 }
 
-func boolParam(v string) (bool, error) {
+func boolParam(v string, def bool) (bool, error) {
 	if v == "" {
-		return false, nil
+		return def, nil
 	}
 	return strconv.ParseBool(v)
 }
