@@ -37,6 +37,7 @@ Flags:
 
 type config struct {
 	listen, prefix, queue, apiKey, dependencies string
+	rootfs                                      string
 	signingKey                                  string
 	bodyTimeout, writeTimeout, signedURLTTL     time.Duration
 	maxOutput                                   byteSize
@@ -68,7 +69,8 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.StringVar(&c.signingKey, "signing-key", "", "key of the signed events URLs a browser follows a job with (default: random at start, so such a URL works on this gateway only)")
 	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", gateway.DefaultSignedURLTTL, "how long a signed events URL is valid")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "on SIGTERM, how long in-flight requests may finish")
-	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them (default: none, the standard library only)")
+	fs.StringVar(&c.rootfs, "rootfs", "/", "root file system of the workers' python3 profile (their --rootfs), whose Python packages /v1/sandbox/dependencies lists")
+	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them, instead of those --rootfs holds")
 	return fs, c
 }
 
@@ -98,7 +100,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	deps := map[string][]gateway.Dependency{}
-	if c.dependencies != "" {
+	if c.dependencies == "" {
+		var err error
+		if deps["python3"], err = gateway.ReadDependencies(c.rootfs); err != nil {
+			return fmt.Errorf("--rootfs: %w", err)
+		}
+	} else {
 		f, err := os.Open(c.dependencies)
 		if err != nil {
 			return fmt.Errorf("--dependencies: %w", err)
