@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -112,8 +113,12 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request) {
 		return send("id: %d\nevent: page\ndata: %s\n\n", p.Sequence, b)
 	})
 	switch {
-	case errors.Is(err, runfleet.ErrNoSettlement), r.Context().Err() != nil:
-		// The client left, or MaxWait passed: it resumes with Last-Event-ID.
+	case errors.Is(err, runfleet.ErrNoSettlement), r.Context().Err() != nil, ctx.Err() != nil:
+		// The client left, or MaxWait passed (a write blocked then fails): it resumes with
+		// Last-Event-ID.
+		return
+	case errors.Is(err, errWritesEnded), errors.Is(err, os.ErrDeadlineExceeded):
+		g.log.Info("events: client not reading, let go", "job_id", id)
 		return
 	case errors.Is(err, runfleet.ErrNotFound), errors.Is(err, runfleet.ErrExpired):
 		send("event: error\ndata: %s\n\n", mustJSON(lookupFailure(id, err)))
