@@ -24,7 +24,7 @@ build: ## write bin/worker (with the small sandbox supervisor embedded), bin/sub
 demo: deps-demo build ## run real python3 and nodejs jobs on `worker --dev` (no outside service), then one through `gateway` with curl
 	RUNFLEET_ROOTFS=$(ROOTFS) scripts/demo
 
-deps-demo: ## install what the demo needs when missing (redis-server, python3 with numpy, pandas and matplotlib, nodejs, curl)
+deps-demo: ## install what the demo needs when missing (redis-server, python3 with numpy, pandas, matplotlib, jinja2, httpx and requests, nodejs, curl)
 	scripts/setup demo
 
 deps: ## install what the suite needs when missing (scripts/programs), start dockerd, build the offline sandbox image

@@ -545,8 +545,9 @@ func TestMaxWait(t *testing.T) {
 }
 
 // TestTooManyWatches: nats-server holds at most 1,000 consumers per stream by default, one per
-// waiting request; past it a waiting request is 503 too_many_watches (the job is stored), and
-// every consumer goes as soon as the waiting requests end.
+// waiting request (until watches hold none, protocol version 2); past it a waiting request is
+// answered 202 with its job id, never 503, since its job is stored, and every consumer goes as
+// soon as the waiting requests end.
 func TestTooManyWatches(t *testing.T) {
 	// A short MaxWait bounds the test if the limit is not met: the request then answers 202.
 	f := newFleet(t, gateway.Options{MaxWait: time.Minute})
@@ -576,8 +577,8 @@ func TestTooManyWatches(t *testing.T) {
 		return f.gw.Metrics().Waiting() == limit && f.consumers() == limit
 	})
 	code, ans := f.post("?wait=true", `{"id":"one-too-many","language":"python3","code":"print(1)"}`)
-	if code != http.StatusServiceUnavailable || ans["reason"] != "too_many_watches" {
-		t.Errorf("request %d = %d %v, want 503 too_many_watches", limit+1, code, ans)
+	if code != http.StatusAccepted || ans["job_id"] != "one-too-many" {
+		t.Errorf("request %d = %d %v, want 202 with its job id", limit+1, code, ans)
 	}
 	for _, c := range conns {
 		c.Close()
