@@ -6,6 +6,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -86,18 +88,46 @@ func (s *Store) since() time.Duration { return s.o.Now().Sub(s.epoch) }
 // TTL is the lease lifetime.
 func (s *Store) TTL() time.Duration { return s.o.TTL }
 
-func (s *Store) recordKey(id string) string { return s.o.Prefix + ":job:" + id }
-func (s *Store) leaseKey(id string) string  { return s.o.Prefix + ":lease:" + id }
-func (s *Store) epochKey() string           { return s.o.Prefix + ":epoch" }
+// Buckets is how many hash-tagged key groups the jobs are spread over; see the package
+// documentation. Changing it moves every job's keys, so it is part of the key layout.
+const Buckets = 1024
 
-// Init marks the start of this Redis's epoch if it has none, so that jobs stored from now on and
-// redelivered without a record are known never to have been claimed.
+// Bucket is job id's bucket: FNV-1a of the id modulo Buckets, the same in every worker.
+func Bucket(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % Buckets)
+}
+
+// tag is the hash-tagged key prefix of a bucket: every key of one bucket hashes to one slot.
+func tag(prefix string, bucket int) string { return prefix + ":{b" + strconv.Itoa(bucket) + "}" }
+
+// RecordKey is the key of job id's record under prefix.
+func RecordKey(prefix, id string) string { return tag(prefix, Bucket(id)) + ":job:" + id }
+
+// LeaseKey is the key of job id's lease under prefix.
+func LeaseKey(prefix, id string) string { return tag(prefix, Bucket(id)) + ":lease:" + id }
+
+// EpochKey is the key of a bucket's epoch under prefix.
+func EpochKey(prefix string, bucket int) string { return tag(prefix, bucket) + ":epoch" }
+
+func (s *Store) recordKey(id string) string { return RecordKey(s.o.Prefix, id) }
+func (s *Store) leaseKey(id string) string  { return LeaseKey(s.o.Prefix, id) }
+
+// Init marks the start of each bucket's epoch where it has none, so that jobs stored from now on
+// and redelivered without a record are known never to have been claimed.
 func (s *Store) Init(ctx context.Context) error {
 	t, err := s.rdb.Time(ctx).Result()
 	if err != nil {
 		return fmt.Errorf("redis time: %w", err)
 	}
-	if err := s.rdb.SetNX(ctx, s.epochKey(), t.UnixMilli(), 0).Err(); err != nil {
+	// One pipeline: one round trip on a single Redis, one per shard on a Cluster.
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range Buckets {
+			p.SetNX(ctx, EpochKey(s.o.Prefix, b), t.UnixMilli(), 0)
+		}
+		return nil
+	}); err != nil {
 		return fmt.Errorf("redis epoch: %w", err)
 	}
 	return nil
@@ -132,7 +162,7 @@ type Claim struct {
 // Claim takes job id's lease for owner, unless the job settled or another worker holds it.
 func (s *Store) Claim(ctx context.Context, id, owner string, d Delivery) (Claim, error) {
 	sent := s.since()
-	res, err := claimScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id), s.epochKey()},
+	res, err := claimScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id), EpochKey(s.o.Prefix, Bucket(id))},
 		owner, s.o.TTL.Milliseconds(), d.Count, d.QueuedAt.UnixMilli(), s.o.RecordTTL.Milliseconds(), s.o.Skew.Milliseconds()).Slice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
