@@ -23,6 +23,18 @@ func TestLeaseOnCluster(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newStore) })
 	}
 	t.Run("ClaimsSpreadOverShards", func(t *testing.T) { testClaimsSpread(t, cl, rdb) })
+	t.Run("ReserveWaitsForAReplica", func(t *testing.T) {
+		const prefix = "wait"
+		var ids []string
+		for i := 0; len(ids) < 2; i++ {
+			if id := "job-" + strconv.Itoa(i); shardOf(t, cl, rdb, lease.RecordKey(prefix, id)) == 0 {
+				ids = append(ids, id)
+			}
+		}
+		s := lease.NewStore(rdb, lease.Options{Prefix: prefix, Replicas: 1, ReplicaWait: 500 * time.Millisecond})
+		testReserveWaits(t, s, prefix, cl.Replicas[0], ids[0], ids[1])
+	})
+	// Last: it empties a shard.
 	t.Run("LostShardStartsItsOwnEpochs", func(t *testing.T) { testLostShard(t, cl, rdb) })
 }
 

@@ -45,11 +45,19 @@ const (
 	DefaultTTL       = 10 * time.Second
 	DefaultRecordTTL = 7 * 24 * time.Hour
 	DefaultSkew      = 2 * time.Second
+	// A replica in sync acknowledges in well under a millisecond on one network; one that lags
+	// a second is as good as gone.
+	DefaultReplicaWait = time.Second
 )
 
 // ErrLost means the caller's lease ended: another generation holds the job, or the record moved
 // on. Its holder must stop writing anything of the job.
 var ErrLost = errors.New("lease lost")
+
+// ErrNotReplicated means fewer replicas than [Options.Replicas] acknowledged a reservation in
+// time: a failover could lose it, so the job must not be dispatched. The caller still holds the
+// lease and releases the job.
+var ErrNotReplicated = errors.New("reservation not acknowledged by enough replicas")
 
 // Options configure a [Store]. Zero fields take the defaults named.
 type Options struct {
@@ -58,7 +66,12 @@ type Options struct {
 	Drift     time.Duration // safety margin of the local trust window; default TTL/5
 	RecordTTL time.Duration // how long a job's record is kept; default DefaultRecordTTL
 	Skew      time.Duration // allowed clock difference between NATS and Redis; default DefaultSkew
-	Now       func() time.Time
+	// Replicas is how many replicas must hold a reservation before Reserve returns (WAIT); 0
+	// waits for none. Set it whenever the Redis has replicas: see the package documentation.
+	Replicas int
+	// ReplicaWait bounds that wait (and the trust window bounds it too); default DefaultReplicaWait.
+	ReplicaWait time.Duration
+	Now         func() time.Time
 }
 
 // Store runs the lease scripts against one Redis.
@@ -76,6 +89,7 @@ func NewStore(rdb redis.UniversalClient, o Options) *Store {
 	o.Drift = cmp.Or(o.Drift, o.TTL/5)
 	o.RecordTTL = cmp.Or(o.RecordTTL, DefaultRecordTTL)
 	o.Skew = cmp.Or(o.Skew, DefaultSkew)
+	o.ReplicaWait = cmp.Or(o.ReplicaWait, DefaultReplicaWait)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -287,7 +301,60 @@ func (l *Lease) Reserve(ctx context.Context, payloadSHA256, profileDigest, provi
 	if err := l.check(); err != nil {
 		return err
 	}
-	return l.fenced("reserve", reserveScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, payloadSHA256, profileDigest, provider).Err())
+	args := []any{l.gen, l.owner, payloadSHA256, profileDigest, provider}
+	if l.s.o.Replicas == 0 {
+		return l.fenced("reserve", reserveScript.Run(ctx, l.s.rdb, l.keys(), args...).Err())
+	}
+	return l.reserveReplicated(ctx, args)
+}
+
+// reserveReplicated runs reserve.lua and WAIT in one pipeline. WAIT cannot run in a script and
+// counts the writes of its own connection only, so both go to the job's master on one
+// connection: a Cluster client would send the keyless WAIT to any node.
+func (l *Lease) reserveReplicated(ctx context.Context, args []any) error {
+	ctx, cancel := context.WithTimeout(ctx, l.Remaining())
+	defer cancel()
+	var c *redis.Client
+	switch rdb := l.s.rdb.(type) {
+	case *redis.Client:
+		c = rdb
+	case *redis.ClusterClient:
+		m, err := rdb.MasterForKey(ctx, l.s.recordKey(l.id))
+		if err != nil {
+			return fmt.Errorf("reserve %s: %w", l.id, err)
+		}
+		c = m
+	default:
+		return fmt.Errorf("reserve %s: replicas to wait for on a %T", l.id, rdb)
+	}
+	// The reply must come back inside the trust window, with a margin for the round trip.
+	wait := max(min(l.s.o.ReplicaWait, l.Remaining()*3/4), time.Millisecond)
+	var reserved, acked *redis.Cmd
+	run := func() error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			reserved = reserveScript.EvalSha(ctx, p, l.keys(), args...)
+			acked = p.Do(ctx, "WAIT", l.s.o.Replicas, wait.Milliseconds())
+			return nil
+		})
+		return err
+	}
+	err := run()
+	if err != nil && redis.HasErrorPrefix(reserved.Err(), "NOSCRIPT") {
+		if err = reserveScript.Load(ctx, c).Err(); err != nil {
+			return fmt.Errorf("reserve %s: %w", l.id, err)
+		}
+		err = run()
+	}
+	if err := reserved.Err(); err != nil {
+		return l.fenced("reserve", err)
+	}
+	if err != nil {
+		return fmt.Errorf("reserve %s: %w", l.id, err)
+	}
+	if n, _ := acked.Int64(); n < int64(l.s.o.Replicas) {
+		return fmt.Errorf("reserve %s: %d of %d replicas in %v: %w", l.id, n, l.s.o.Replicas, wait, ErrNotReplicated)
+	}
+	return nil
 }
 
 // Associate records the sandbox the reserved payload is about to enter.
