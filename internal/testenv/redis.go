@@ -143,7 +143,13 @@ func FreePortNumber() int {
 // holds master's data.
 func StartReplica(t testing.TB, master *Redis, args ...string) *Redis {
 	t.Helper()
-	host, port, _ := net.SplitHostPort(master.Addr)
+	return StartReplicaVia(t, master, master.Addr, args...)
+}
+
+// StartReplicaVia is StartReplica with the replica dialling addr (a [Proxy] to master, say).
+func StartReplicaVia(t testing.TB, master *Redis, addr string, args ...string) *Redis {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
 	// The master otherwise waits 5 s for more replicas before a diskless full sync.
 	if err := master.Client().ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err(); err != nil {
 		t.Fatalf("configure master %s: %v", master.Addr, err)
