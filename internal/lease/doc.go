@@ -50,6 +50,19 @@
 //     it vouches for: a Cluster shard that comes back empty starts new epochs for its own buckets
 //     only, and jobs of the other shards are not touched.
 //
+// # Replicas
+//
+// Redis replicates asynchronously: a replica promoted by Sentinel or a Cluster failover may lack
+// the master's last writes, and a job whose reservation it lacks would be claimed as never run
+// (no record, stored after its bucket's epoch) and run twice. So with [Options.Replicas] set,
+// Reserve sends `WAIT` right after reserve.lua in one pipeline on the job's master connection
+// (WAIT cannot run in a script and counts its own connection's writes) and returns
+// [ErrNotReplicated] when too few replicas hold the reservation; the caller then releases the job
+// undispatched. A reservation a replica holds survives the failover that promotes it (Sentinel
+// and Cluster both prefer the replica with the most of the stream), and its job settles unknown
+// rather than run again. The release itself may be lost: then the job settles unknown, never
+// twice. Debian's Redis 7.0 has no WAITAOF; AOF on the replicas covers a crash of both.
+//
 // # Trust window
 //
 // A worker trusts its lease only until sent + TTL − Drift, measured on its own monotonic clock
