@@ -66,7 +66,7 @@ func TestBadFlagsFailBeforeConnecting(t *testing.T) {
 		{"prefix", []string{"--prefix", "a.b"}, "--prefix"},
 		{"redis url", []string{"--redis-url", "http://x"}, "--redis-url"},
 		{"sentinel url without master", []string{"--redis-url", "redis+sentinel://127.0.0.1:1"}, "--redis-url"},
-		{"cluster url", []string{"--redis-url", "redis+cluster://127.0.0.1:1,127.0.0.1:2"}, "--redis-url"},
+		{"cluster url with a database", []string{"--redis-url", "redis+cluster://127.0.0.1:1,127.0.0.1:2/0"}, "--redis-url"},
 		{"lease", []string{"--lease-ttl", "10ms"}, "--lease-ttl"},
 		{"max timeout below the default timeout", []string{"--max-timeout", "5s"}, "--max-timeout"},
 		{"max pages", []string{"--max-pages", "-1"}, "--max-pages"},

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -140,14 +141,8 @@ func (c *config) validate() error {
 			return fmt.Errorf("--queues: %q is not a valid queue name", q)
 		}
 	}
-	u, err := redisurl.Parse(c.redisURL)
-	if err != nil {
+	if _, err := redisurl.Parse(c.redisURL); err != nil {
 		return fmt.Errorf("--redis-url: %w", err)
-	}
-	if u.Kind == redisurl.Cluster {
-		// The lease scripts touch a job's keys and the fleet's epoch, which hash to different
-		// slots: on a cluster each would fail with CROSSSLOT. Refused until keys carry hash tags.
-		return errors.New("--redis-url: redis+cluster:// is not served yet: the lease scripts touch keys of several hash slots")
 	}
 	return nil
 }
@@ -216,8 +211,8 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	if err := rdb.Ping(startCtx).Err(); err != nil {
 		return fmt.Errorf("redis %s unreachable: %w", ru.Redacted(), err)
 	}
-	warnWithoutReplica(startCtx, log, rdb)
-	leases := lease.NewStore(rdb, lease.Options{Prefix: c.prefix, TTL: c.leaseTTL, RecordTTL: c.retention})
+	replicas := replicasToWait(startCtx, log, rdb, ru.Kind == redisurl.Sentinel)
+	leases := lease.NewStore(rdb, lease.Options{Prefix: c.prefix, TTL: c.leaseTTL, Replicas: replicas, RecordTTL: c.retention})
 	if err := leases.Init(startCtx); err != nil {
 		return err
 	}
@@ -422,17 +417,48 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, fmt.Sprintf(format, v...), "component", "go-redis")
 }
 
-// warnWithoutReplica says at start what a crash of a Redis without replicas costs: its unsaved
-// writes are gone, and the jobs that were running then settle unknown rather than run again.
-func warnWithoutReplica(ctx context.Context, log *slog.Logger, rdb redis.UniversalClient) {
-	info, err := rdb.Info(ctx, "replication").Result()
+// replicasToWait is how many replicas must acknowledge each reservation before its job is
+// dispatched: one when the Redis has a replica at start (on a Cluster, every master), or when
+// Sentinel watches it (a master Sentinel may replace has a replica to replace it with); a
+// failover can then lose no dispatch. Without one, the log says what a crash costs.
+func replicasToWait(ctx context.Context, log *slog.Logger, rdb redis.UniversalClient, sentinel bool) int {
+	n, err := connectedReplicas(ctx, rdb)
 	if err != nil {
 		log.Warn("redis replication unknown", "err", err)
-		return
+	}
+	if n == 0 && !sentinel {
+		log.Warn("redis has no replica: if it crashes, the writes it had not saved are lost and the jobs running then settle unknown (never run twice); give it a replica and min-replicas-to-write 1")
+		return 0
+	}
+	log.Info("each dispatch waits for a replica to hold its reservation", "replicas_connected", n)
+	return 1
+}
+
+// connectedReplicas is the master's count of connected replicas; on a Cluster, the least of
+// its masters'.
+func connectedReplicas(ctx context.Context, rdb redis.UniversalClient) (int, error) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		least := -1
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			n, err := connectedReplicas(ctx, m)
+			mu.Lock()
+			defer mu.Unlock()
+			if least == -1 || n < least {
+				least = n
+			}
+			return err
+		})
+		return max(least, 0), err
+	}
+	info, err := rdb.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, err
 	}
 	for _, line := range strings.Split(info, "\n") {
-		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok && n == "0" {
-			log.Warn("redis has no replica: if it crashes, the writes it had not saved are lost and the jobs running then settle unknown (never run twice); give it a replica and min-replicas-to-write 1")
+		if n, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			return strconv.Atoi(n)
 		}
 	}
+	return 0, errors.New("INFO replication names no connected_slaves")
 }

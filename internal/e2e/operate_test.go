@@ -44,7 +44,7 @@ func TestGracefulShutdown(t *testing.T) {
 	if left := leftoverCgroups(w.cmd.Process.Pid); len(left) > 0 {
 		t.Errorf("sandbox cgroups left behind: %v", left)
 	}
-	if keys, err := f.redis.Client().Keys(context.Background(), "runfleet:lease:*").Result(); err != nil || len(keys) > 0 {
+	if keys, err := f.redis.Client().Keys(context.Background(), "runfleet:*:lease:*").Result(); err != nil || len(keys) > 0 {
 		t.Errorf("leases left behind: %v %v", keys, err)
 	}
 }

@@ -11,22 +11,29 @@ import (
 
 // BenchmarkFencing measures what the lease costs one job that runs to the end — claim, reserve,
 // associate and settle, four Redis round trips — against four plain SETs on the same server, for
-// each persistence setting the README discusses:
+// each persistence setting the README discusses, and with a replica that each reservation waits
+// for (WAIT 1, sent in the reserve's round trip):
 //
 //	go test -run '^$' -bench Fencing -benchtime 2000x ./internal/lease/
 func BenchmarkFencing(b *testing.B) {
 	for _, p := range []struct {
-		name string
-		args []string
+		name     string
+		args     []string
+		replicas int
 	}{
-		{"no-persistence", nil},
-		{"aof-everysec", []string{"--appendonly", "yes", "--appendfsync", "everysec"}},
-		{"aof-always", []string{"--appendonly", "yes", "--appendfsync", "always"}},
+		{"no-persistence", nil, 0},
+		{"aof-everysec", []string{"--appendonly", "yes", "--appendfsync", "everysec"}, 0},
+		{"aof-always", []string{"--appendonly", "yes", "--appendfsync", "always"}, 0},
+		{"replica-wait", nil, 1},
+		{"aof-everysec-replica-wait", []string{"--appendonly", "yes", "--appendfsync", "everysec"}, 1},
 	} {
 		b.Run(p.name, func(b *testing.B) {
 			srv := testenv.StartRedis(b, p.args...)
+			if p.replicas > 0 {
+				testenv.StartReplica(b, srv, p.args...)
+			}
 			rdb := srv.Client()
-			s := lease.NewStore(rdb, lease.Options{TTL: 10 * time.Second})
+			s := lease.NewStore(rdb, lease.Options{TTL: 10 * time.Second, Replicas: p.replicas})
 			ctx := b.Context()
 			if err := s.Init(ctx); err != nil {
 				b.Fatal(err)

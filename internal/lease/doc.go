@@ -5,10 +5,21 @@
 //
 // # Record and lease
 //
-// A job has a record (hash `<prefix>:job:<id>`, kept RecordTTL after its last write, 7 days by
-// default) with its state — claimed, reserved, dispatched, lost, settled —, its generation, its
-// pre-dispatch failure count and the digests of what was dispatched; and a lease (string
-// `<prefix>:lease:<id>` = "<gen>:<owner>", expiring after TTL unless extended).
+// A job has a record (hash `<prefix>:{b<k>}:job:<id>`, kept RecordTTL after its last write, 7
+// days by default) with its state — claimed, reserved, dispatched, lost, settled —, its
+// generation, its pre-dispatch failure count and the digests of what was dispatched; and a lease
+// (string `<prefix>:{b<k>}:lease:<id>` = "<gen>:<owner>", expiring after TTL unless extended).
+//
+// # Buckets
+//
+// k is the job's bucket, FNV-1a of its id modulo [Buckets] (1024). `{b<k>}` is a Redis Cluster
+// hash tag: a job's record, its lease and its bucket's epoch (`<prefix>:{b<k>}:epoch`) hash to
+// one slot, so every script touches one slot and runs on a Cluster as on a single Redis; no
+// script touches a key shared by all jobs. The 1024 buckets land on 1016 distinct slots, enough
+// that a Cluster spreads them evenly over its shards (342, 346 and 336 on three equal slot
+// ranges) and can move them a few at a time, and few enough that [Store.Init] sets every
+// bucket's epoch in one pipeline.
+// The count and the hash are part of the key layout: changing either hides every stored record.
 //
 // Every claim takes a new generation: the record's next one, or the message's JetStream delivery
 // count when that is larger. The generation is the fencing token: every later script succeeds
@@ -35,11 +46,26 @@
 //     the code provably never reached a sandbox, so it may run now.
 //   - unknown: an earlier claim reserved a dispatch and no settlement was recorded; the code may
 //     have run and its outcome is lost. Settle unknown; never run it again.
-//   - record_lost: no record, but the message was delivered before and was stored before this
-//     Redis's epoch began (the `<prefix>:epoch` key, set when the key space was first used). The
-//     record may have existed and been lost (a restart without persistence, a failover), so the
-//     job is treated as unknown too. A redelivered job stored after the epoch began and without a
-//     record was never claimed, and runs.
+//   - record_lost: no record, but the message was delivered before and was stored before its
+//     bucket's epoch began (the bucket's epoch key, set by Init or by the first claim that finds
+//     it missing). The record may have existed and been lost (a restart without persistence, a
+//     failover), so the job is treated as unknown too. A redelivered job stored after the epoch
+//     began and without a record was never claimed, and runs. The epoch lives beside the records
+//     it vouches for: a Cluster shard that comes back empty starts new epochs for its own buckets
+//     only, and jobs of the other shards are not touched.
+//
+// # Replicas
+//
+// Redis replicates asynchronously: a replica promoted by Sentinel or a Cluster failover may lack
+// the master's last writes, and a job whose reservation it lacks would be claimed as never run
+// (no record, stored after its bucket's epoch) and run twice. So with [Options.Replicas] set,
+// Reserve sends `WAIT` right after reserve.lua in one pipeline on the job's master connection
+// (WAIT cannot run in a script and counts its own connection's writes) and returns
+// [ErrNotReplicated] when too few replicas hold the reservation; the caller then releases the job
+// undispatched. A reservation a replica holds survives the failover that promotes it (Sentinel
+// and Cluster both prefer the replica with the most of the stream), and its job settles unknown
+// rather than run again. The release itself may be lost: then the job settles unknown, never
+// twice. Debian's Redis 7.0 has no WAITAOF; AOF on the replicas covers a crash of both.
 //
 // # Trust window
 //

@@ -6,6 +6,8 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -43,11 +45,19 @@ const (
 	DefaultTTL       = 10 * time.Second
 	DefaultRecordTTL = 7 * 24 * time.Hour
 	DefaultSkew      = 2 * time.Second
+	// A replica in sync acknowledges in well under a millisecond on one network; one that lags
+	// a second is as good as gone.
+	DefaultReplicaWait = time.Second
 )
 
 // ErrLost means the caller's lease ended: another generation holds the job, or the record moved
 // on. Its holder must stop writing anything of the job.
 var ErrLost = errors.New("lease lost")
+
+// ErrNotReplicated means fewer replicas than [Options.Replicas] acknowledged a reservation in
+// time: a failover could lose it, so the job must not be dispatched. The caller still holds the
+// lease and releases the job.
+var ErrNotReplicated = errors.New("reservation not acknowledged by enough replicas")
 
 // Options configure a [Store]. Zero fields take the defaults named.
 type Options struct {
@@ -56,7 +66,12 @@ type Options struct {
 	Drift     time.Duration // safety margin of the local trust window; default TTL/5
 	RecordTTL time.Duration // how long a job's record is kept; default DefaultRecordTTL
 	Skew      time.Duration // allowed clock difference between NATS and Redis; default DefaultSkew
-	Now       func() time.Time
+	// Replicas is how many replicas must hold a reservation before Reserve returns (WAIT); 0
+	// waits for none. Set it whenever the Redis has replicas: see the package documentation.
+	Replicas int
+	// ReplicaWait bounds that wait (and the trust window bounds it too); default DefaultReplicaWait.
+	ReplicaWait time.Duration
+	Now         func() time.Time
 }
 
 // Store runs the lease scripts against one Redis.
@@ -74,6 +89,7 @@ func NewStore(rdb redis.UniversalClient, o Options) *Store {
 	o.Drift = cmp.Or(o.Drift, o.TTL/5)
 	o.RecordTTL = cmp.Or(o.RecordTTL, DefaultRecordTTL)
 	o.Skew = cmp.Or(o.Skew, DefaultSkew)
+	o.ReplicaWait = cmp.Or(o.ReplicaWait, DefaultReplicaWait)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -86,18 +102,46 @@ func (s *Store) since() time.Duration { return s.o.Now().Sub(s.epoch) }
 // TTL is the lease lifetime.
 func (s *Store) TTL() time.Duration { return s.o.TTL }
 
-func (s *Store) recordKey(id string) string { return s.o.Prefix + ":job:" + id }
-func (s *Store) leaseKey(id string) string  { return s.o.Prefix + ":lease:" + id }
-func (s *Store) epochKey() string           { return s.o.Prefix + ":epoch" }
+// Buckets is how many hash-tagged key groups the jobs are spread over; see the package
+// documentation. Changing it moves every job's keys, so it is part of the key layout.
+const Buckets = 1024
 
-// Init marks the start of this Redis's epoch if it has none, so that jobs stored from now on and
-// redelivered without a record are known never to have been claimed.
+// Bucket is job id's bucket: FNV-1a of the id modulo Buckets, the same in every worker.
+func Bucket(id string) int {
+	h := fnv.New32a()
+	h.Write([]byte(id))
+	return int(h.Sum32() % Buckets)
+}
+
+// tag is the hash-tagged key prefix of a bucket: every key of one bucket hashes to one slot.
+func tag(prefix string, bucket int) string { return prefix + ":{b" + strconv.Itoa(bucket) + "}" }
+
+// RecordKey is the key of job id's record under prefix.
+func RecordKey(prefix, id string) string { return tag(prefix, Bucket(id)) + ":job:" + id }
+
+// LeaseKey is the key of job id's lease under prefix.
+func LeaseKey(prefix, id string) string { return tag(prefix, Bucket(id)) + ":lease:" + id }
+
+// EpochKey is the key of a bucket's epoch under prefix.
+func EpochKey(prefix string, bucket int) string { return tag(prefix, bucket) + ":epoch" }
+
+func (s *Store) recordKey(id string) string { return RecordKey(s.o.Prefix, id) }
+func (s *Store) leaseKey(id string) string  { return LeaseKey(s.o.Prefix, id) }
+
+// Init marks the start of each bucket's epoch where it has none, so that jobs stored from now on
+// and redelivered without a record are known never to have been claimed.
 func (s *Store) Init(ctx context.Context) error {
 	t, err := s.rdb.Time(ctx).Result()
 	if err != nil {
 		return fmt.Errorf("redis time: %w", err)
 	}
-	if err := s.rdb.SetNX(ctx, s.epochKey(), t.UnixMilli(), 0).Err(); err != nil {
+	// One pipeline: one round trip on a single Redis, one per shard on a Cluster.
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for b := range Buckets {
+			p.SetNX(ctx, EpochKey(s.o.Prefix, b), t.UnixMilli(), 0)
+		}
+		return nil
+	}); err != nil {
 		return fmt.Errorf("redis epoch: %w", err)
 	}
 	return nil
@@ -135,7 +179,7 @@ type Claim struct {
 // Claim takes job id's lease for owner, unless the job settled or another worker holds it.
 func (s *Store) Claim(ctx context.Context, id, owner string, d Delivery) (Claim, error) {
 	sent := s.since()
-	res, err := claimScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id), s.epochKey()},
+	res, err := claimScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id), EpochKey(s.o.Prefix, Bucket(id))},
 		owner, s.o.TTL.Milliseconds(), d.Count, d.QueuedAt.UnixMilli(), s.o.RecordTTL.Milliseconds(), s.o.Skew.Milliseconds(), d.Subject).Slice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
@@ -262,7 +306,60 @@ func (l *Lease) Reserve(ctx context.Context, payloadSHA256, profileDigest, provi
 	if err := l.check(); err != nil {
 		return err
 	}
-	return l.fenced("reserve", reserveScript.Run(ctx, l.s.rdb, l.keys(), l.gen, l.owner, payloadSHA256, profileDigest, provider).Err())
+	args := []any{l.gen, l.owner, payloadSHA256, profileDigest, provider}
+	if l.s.o.Replicas == 0 {
+		return l.fenced("reserve", reserveScript.Run(ctx, l.s.rdb, l.keys(), args...).Err())
+	}
+	return l.reserveReplicated(ctx, args)
+}
+
+// reserveReplicated runs reserve.lua and WAIT in one pipeline. WAIT cannot run in a script and
+// counts the writes of its own connection only, so both go to the job's master on one
+// connection: a Cluster client would send the keyless WAIT to any node.
+func (l *Lease) reserveReplicated(ctx context.Context, args []any) error {
+	ctx, cancel := context.WithTimeout(ctx, l.Remaining())
+	defer cancel()
+	var c *redis.Client
+	switch rdb := l.s.rdb.(type) {
+	case *redis.Client:
+		c = rdb
+	case *redis.ClusterClient:
+		m, err := rdb.MasterForKey(ctx, l.s.recordKey(l.id))
+		if err != nil {
+			return fmt.Errorf("reserve %s: %w", l.id, err)
+		}
+		c = m
+	default:
+		return fmt.Errorf("reserve %s: replicas to wait for on a %T", l.id, rdb)
+	}
+	// The reply must come back inside the trust window, with a margin for the round trip.
+	wait := max(min(l.s.o.ReplicaWait, l.Remaining()*3/4), time.Millisecond)
+	var reserved, acked *redis.Cmd
+	run := func() error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			reserved = reserveScript.EvalSha(ctx, p, l.keys(), args...)
+			acked = p.Do(ctx, "WAIT", l.s.o.Replicas, wait.Milliseconds())
+			return nil
+		})
+		return err
+	}
+	err := run()
+	if err != nil && redis.HasErrorPrefix(reserved.Err(), "NOSCRIPT") {
+		if err = reserveScript.Load(ctx, c).Err(); err != nil {
+			return fmt.Errorf("reserve %s: %w", l.id, err)
+		}
+		err = run()
+	}
+	if err := reserved.Err(); err != nil {
+		return l.fenced("reserve", err)
+	}
+	if err != nil {
+		return fmt.Errorf("reserve %s: %w", l.id, err)
+	}
+	if n, _ := acked.Int64(); n < int64(l.s.o.Replicas) {
+		return fmt.Errorf("reserve %s: %d of %d replicas in %v: %w", l.id, n, l.s.o.Replicas, wait, ErrNotReplicated)
+	}
+	return nil
 }
 
 // Associate records the sandbox the reserved payload is about to enter.

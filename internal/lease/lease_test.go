@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -16,21 +17,46 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func newStore(t *testing.T) (*lease.Store, *redis.Client) {
-	srv := testenv.StartRedis(t)
-	rdb := srv.Client()
-	s := lease.NewStore(rdb, lease.Options{TTL: 5 * time.Second})
-	if err := s.Init(t.Context()); err != nil {
-		t.Fatal(err)
+// newStoreFunc makes a store on a key space of its own, and the function that ends one of its
+// leases the way the lease's TTL would, without waiting for it.
+type newStoreFunc func(t *testing.T) (*lease.Store, func(t *testing.T, id string))
+
+// storeOn is a newStoreFunc on rdb, under a fresh prefix per call.
+func storeOn(rdb redis.UniversalClient) newStoreFunc {
+	n := 0
+	return func(t *testing.T) (*lease.Store, func(*testing.T, string)) {
+		n++
+		prefix := "t" + strconv.Itoa(n)
+		s := lease.NewStore(rdb, lease.Options{Prefix: prefix, TTL: 5 * time.Second})
+		if err := s.Init(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return s, func(t *testing.T, id string) {
+			t.Helper()
+			if err := rdb.Del(t.Context(), lease.LeaseKey(prefix, id)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	return s, rdb
 }
 
-// expire ends a lease the way its TTL would, without waiting for it.
-func expire(t *testing.T, rdb *redis.Client, id string) {
-	t.Helper()
-	if err := rdb.Del(t.Context(), "runfleet:lease:"+id).Err(); err != nil {
-		t.Fatal(err)
+// suite is every test of the scripts that holds on any topology.
+var suite = []struct {
+	name string
+	run  func(*testing.T, newStoreFunc)
+}{
+	{"ClaimModes", testClaimModes},
+	{"GenerationFences", testGenerationFences},
+	{"ReleaseCountsFailures", testReleaseCountsFailures},
+	{"SettleIsFenced", testSettleIsFenced},
+	{"AdoptOnlyMovesForward", testAdoptOnlyMovesForward},
+	{"LeaseIsSafeForConcurrentUse", testLeaseIsSafeForConcurrentUse},
+}
+
+func TestLease(t *testing.T) {
+	newStore := storeOn(testenv.StartRedis(t).Client())
+	for _, c := range suite {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newStore) })
 	}
 }
 
@@ -49,8 +75,8 @@ func claim(t *testing.T, s *lease.Store, id, owner string, d lease.Delivery) lea
 	return c
 }
 
-func TestClaimModes(t *testing.T) {
-	s, rdb := newStore(t)
+func testClaimModes(t *testing.T, newStore newStoreFunc) {
+	s, expire := newStore(t)
 	ctx := t.Context()
 	earlier := lease.Delivery{Count: 2, QueuedAt: time.Now().Add(-time.Hour)}
 	cases := []struct {
@@ -65,14 +91,14 @@ func TestClaimModes(t *testing.T) {
 		{name: "redelivery stored before epoch is record_lost", setup: func(*testing.T, string) {}, d: earlier, want: lease.ModeRecordLost},
 		{name: "claimed but not reserved runs again", setup: func(t *testing.T, id string) {
 			claim(t, s, id, "w1", lease.Delivery{})
-			expire(t, rdb, id)
+			expire(t, id)
 		}, want: lease.ModeRun},
 		{name: "reserved is unknown", setup: func(t *testing.T, id string) {
 			l := claim(t, s, id, "w1", lease.Delivery{}).Lease
 			if err := l.Reserve(ctx, "p", "d", "namespace"); err != nil {
 				t.Fatal(err)
 			}
-			expire(t, rdb, id)
+			expire(t, id)
 		}, want: lease.ModeUnknown},
 		{name: "dispatched is unknown", setup: func(t *testing.T, id string) {
 			l := claim(t, s, id, "w1", lease.Delivery{}).Lease
@@ -82,11 +108,11 @@ func TestClaimModes(t *testing.T) {
 			if err := l.Associate(ctx, "sb-1"); err != nil {
 				t.Fatal(err)
 			}
-			expire(t, rdb, id)
+			expire(t, id)
 		}, want: lease.ModeUnknown},
 		{name: "record_lost stays so", setup: func(t *testing.T, id string) {
 			claim(t, s, id, "w1", earlier)
-			expire(t, rdb, id)
+			expire(t, id)
 		}, want: lease.ModeRecordLost},
 		{name: "held by a live lease", setup: func(t *testing.T, id string) { claim(t, s, id, "w1", lease.Delivery{}) }, want: lease.ModeHeld},
 		{name: "settled is acked", setup: func(t *testing.T, id string) {
@@ -97,7 +123,7 @@ func TestClaimModes(t *testing.T) {
 		}, want: lease.ModeSettled},
 		{name: "the same id from another subject is foreign", setup: func(t *testing.T, id string) {
 			claim(t, s, id, "w1", lease.Delivery{Subject: "runfleet.jobs.other.default." + id})
-			expire(t, rdb, id)
+			expire(t, id)
 		}, want: lease.ModeForeign},
 		{name: "the same id from another subject is foreign once settled", setup: func(t *testing.T, id string) {
 			l := claim(t, s, id, "w1", lease.Delivery{Subject: "runfleet.jobs.default.acme." + id}).Lease
@@ -118,11 +144,11 @@ func TestClaimModes(t *testing.T) {
 	}
 }
 
-func TestGenerationFences(t *testing.T) {
-	s, rdb := newStore(t)
+func testGenerationFences(t *testing.T, newStore newStoreFunc) {
+	s, expire := newStore(t)
 	ctx := t.Context()
 	old := claim(t, s, "j", "w1", lease.Delivery{}).Lease
-	expire(t, rdb, "j")
+	expire(t, "j")
 	cur := claim(t, s, "j", "w2", lease.Delivery{}).Lease
 	if cur.Generation() <= old.Generation() {
 		t.Fatalf("Generation() = %d, want > %d", cur.Generation(), old.Generation())
@@ -153,7 +179,7 @@ func TestGenerationFences(t *testing.T) {
 	}
 }
 
-func TestReleaseCountsFailures(t *testing.T) {
+func testReleaseCountsFailures(t *testing.T, newStore newStoreFunc) {
 	s, _ := newStore(t)
 	for want := 1; want <= 3; want++ {
 		c := claim(t, s, "flaky", "w1", lease.Delivery{})
@@ -205,11 +231,11 @@ func TestRecordLostAfterRedisRestart(t *testing.T) {
 	}
 }
 
-func TestSettleIsFenced(t *testing.T) {
-	s, rdb := newStore(t)
+func testSettleIsFenced(t *testing.T, newStore newStoreFunc) {
+	s, expire := newStore(t)
 	ctx := t.Context()
 	old := claim(t, s, "j", "w1", lease.Delivery{}).Lease
-	expire(t, rdb, "j")
+	expire(t, "j")
 	cur := claim(t, s, "j", "w2", lease.Delivery{}).Lease
 	if err := old.Settled(ctx, "succeeded"); !errors.Is(err, lease.ErrLost) {
 		t.Errorf("old Settled() error = %v, want ErrLost", err)
@@ -228,8 +254,8 @@ func TestSettleIsFenced(t *testing.T) {
 	}
 }
 
-func TestAdoptOnlyMovesForward(t *testing.T) {
-	s, rdb := newStore(t)
+func testAdoptOnlyMovesForward(t *testing.T, newStore newStoreFunc) {
+	s, expire := newStore(t)
 	ctx := t.Context()
 	cases := []struct {
 		name       string
@@ -243,7 +269,7 @@ func TestAdoptOnlyMovesForward(t *testing.T) {
 			if err := l.Reserve(ctx, "p", "d", "x"); err != nil {
 				t.Fatal(err)
 			}
-			expire(t, rdb, id)
+			expire(t, id)
 			return claim(t, s, id, "w2", lease.Delivery{Count: 2, QueuedAt: time.Now()}).Lease
 		}, adopt: "succeeded", wantStatus: "succeeded"},
 		{name: "settled stays as it is", setup: func(t *testing.T, id string) *lease.Lease {
@@ -302,9 +328,9 @@ func TestExtendNeverOutlivesTheWindow(t *testing.T) {
 	}
 }
 
-// TestLeaseIsSafeForConcurrentUse has writers check the window while a heartbeat extends it; the
+// testLeaseIsSafeForConcurrentUse has writers check the window while a heartbeat extends it; the
 // race detector is the assertion.
-func TestLeaseIsSafeForConcurrentUse(t *testing.T) {
+func testLeaseIsSafeForConcurrentUse(t *testing.T, newStore newStoreFunc) {
 	s, _ := newStore(t)
 	l := claim(t, s, "j", "w1", lease.Delivery{}).Lease
 	var wg sync.WaitGroup

@@ -210,7 +210,7 @@ func (r *Runner) run(ctx, leaseCtx context.Context, a *attempt, failures int) {
 		return
 	}
 	sum := sha256.Sum256(payload)
-	if err := r.reserve(ctx, a, "sha256:"+hex.EncodeToString(sum[:]), prof.Digest); err != nil {
+	if err := r.reserve(ctx, leaseCtx, a, "sha256:"+hex.EncodeToString(sum[:]), prof.Digest); err != nil {
 		return
 	}
 	r.phase("reserved")
@@ -258,14 +258,19 @@ func (r *Runner) take(ctx context.Context, a *attempt, shape sandbox.Shape, j sa
 
 // reserve retries a reservation whose reply was lost; it is idempotent for its holder. When it
 // gives up, the job may be recorded as reserved: it is left for redelivery, which settles it
-// unknown, and is not dispatched here.
-func (r *Runner) reserve(ctx context.Context, a *attempt, payloadSHA, profileDigest string) error {
+// unknown, and is not dispatched here. A reservation no replica acknowledged is released: a
+// failover could lose it, and nothing was dispatched.
+func (r *Runner) reserve(ctx, leaseCtx context.Context, a *attempt, payloadSHA, profileDigest string) error {
 	var err error
 	for try := range 3 {
-		if err = a.lease.Reserve(ctx, payloadSHA, profileDigest, r.provider.Name()); err == nil || errors.Is(err, lease.ErrLost) {
+		if err = a.lease.Reserve(ctx, payloadSHA, profileDigest, r.provider.Name()); err == nil || errors.Is(err, lease.ErrLost) || errors.Is(err, lease.ErrNotReplicated) {
 			break
 		}
 		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
+	}
+	if errors.Is(err, lease.ErrNotReplicated) {
+		r.release(leaseCtx, a, err)
+		return err
 	}
 	if err != nil {
 		a.log.Error("reserve dispatch; not dispatching", "err", err)

@@ -21,7 +21,7 @@ func TestRecordLostBetweenClaims(t *testing.T) {
 	}{
 		{"FLUSHDB", func(f *fleet, _ string) error { return f.redis.Client().FlushDB(f.t.Context()).Err() }},
 		{"DEL", func(f *fleet, id string) error {
-			return f.redis.Client().Del(f.t.Context(), "runfleet:job:"+id, "runfleet:lease:"+id).Err()
+			return f.redis.Client().Del(f.t.Context(), lease.RecordKey("runfleet", id), lease.LeaseKey("runfleet", id)).Err()
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -28,7 +28,7 @@ func TestHeartbeatOwnsItsLogger(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another generation takes the job: the heartbeat's first extend is refused, and it logs.
-	if err := srv.Client().Set(t.Context(), "runfleet:lease:j", "99:w2", time.Minute).Err(); err != nil {
+	if err := srv.Client().Set(t.Context(), lease.LeaseKey("runfleet", "j"), "99:w2", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r := &Runner{leases: leases, o: Options{Observer: nopObserver{}}}

@@ -9,6 +9,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/client"
 
+	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
@@ -90,7 +91,7 @@ func TestSandboxGoneAtOnceAfterLeaseLoss(t *testing.T) {
 			id := f.submit(job.Request{Language: "python3", Code: markedSleep(marker, 120), Limits: job.Limits{Timeout: 3 * time.Minute}})
 			testenv.WaitFor(t, time.Minute, "the program's first output stored", func() bool { return f.pagesStored(id) > 0 })
 			rdb := f.redis.Client()
-			sb, err := rdb.HGet(t.Context(), "runfleet:job:"+id, "sandbox").Result()
+			sb, err := rdb.HGet(t.Context(), lease.RecordKey("runfleet", id), "sandbox").Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +100,7 @@ func TestSandboxGoneAtOnceAfterLeaseLoss(t *testing.T) {
 				t.Fatalf("sandbox %s not found while its job runs", sb)
 			}
 			// Another generation holds the job now: the next extend is refused.
-			if err := rdb.Set(t.Context(), "runfleet:lease:"+id, "99:thief", time.Minute).Err(); err != nil {
+			if err := rdb.Set(t.Context(), lease.LeaseKey("runfleet", id), "99:thief", time.Minute).Err(); err != nil {
 				t.Fatal(err)
 			}
 			took := testenv.WaitFor(t, 30*time.Second, "the sandbox destroyed after the lease loss", func() bool { return !exists() })

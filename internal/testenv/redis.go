@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -136,4 +137,28 @@ func FreePortNumber() int {
 		panic(err)
 	}
 	return p
+}
+
+// StartReplica starts a redis-server replicating master and returns once its link is up and it
+// holds master's data.
+func StartReplica(t testing.TB, master *Redis, args ...string) *Redis {
+	t.Helper()
+	return StartReplicaVia(t, master, master.Addr, args...)
+}
+
+// StartReplicaVia is StartReplica with the replica dialling addr (a [Proxy] to master, say).
+func StartReplicaVia(t testing.TB, master *Redis, addr string, args ...string) *Redis {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	// The master otherwise waits 5 s for more replicas before a diskless full sync.
+	if err := master.Client().ConfigSet(context.Background(), "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatalf("configure master %s: %v", master.Addr, err)
+	}
+	r := StartRedis(t, append([]string{"--replicaof", host, port}, args...)...)
+	c := r.Client()
+	WaitFor(t, 30*time.Second, "replica of "+master.Addr+" in sync", func() bool {
+		info, err := c.Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "master_link_status:up") && !strings.Contains(info, "master_sync_in_progress:1")
+	})
+	return r
 }

@@ -1,7 +1,7 @@
 -- claim: take job's lease with a new fencing generation, and say what the delivery may do.
--- KEYS: record, lease, epoch. ARGV: owner, ttl_ms, deliveries, queued_ms, record_ttl_ms, skew_ms,
--- subject. Returns {mode, gen, failures, detail}; mode is run, unknown, record_lost, settled, held
--- or foreign (the id was first claimed from another subject, the detail).
+-- KEYS: record, lease, the bucket's epoch (one hash slot). ARGV: owner, ttl_ms, deliveries, queued_ms,
+-- record_ttl_ms, skew_ms, subject. Returns {mode, gen, failures, detail}; mode is run, unknown,
+-- record_lost, settled, held or foreign (the id was first claimed from another subject, the detail).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local epoch = tonumber(redis.call('GET', KEYS[3]))
@@ -24,7 +24,7 @@ end
 local mode, next_state = 'run', 'claimed'
 if not state then
   -- No record. A first delivery never ran. A redelivery of a job stored before this Redis's
-  -- epoch began may have run under a record that Redis has since lost.
+  -- bucket's epoch began may have run under a record that Redis has since lost.
   if tonumber(ARGV[3]) > 1 and tonumber(ARGV[4]) < epoch + tonumber(ARGV[6]) then
     mode, next_state = 'record_lost', 'lost'
   end
