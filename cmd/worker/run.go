@@ -179,7 +179,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		defer stack.Stop()
 		c.nats.URL, c.redisURL = stack.NATSURL, stack.RedisURL
 		log.Warn("dev mode: embedded NATS JetStream and a child redis-server; NOT DURABLE, jobs and results are lost on exit",
-			"nats_url", c.nats.URL, "redis_url", c.redisURL)
+			"nats_url", cli.RedactURL(c.nats.URL), "redis_url", redisurl.Redact(c.redisURL))
 		fmt.Fprintf(stderr, "runfleet dev stack: NATS %s, Redis %s (not durable)\n", c.nats.URL, c.redisURL)
 	}
 	subjects, err := job.NewSubjects(c.prefix)
