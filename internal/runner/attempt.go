@@ -149,6 +149,7 @@ func (r *Runner) run(ctx, leaseCtx context.Context, a *attempt, failures int) {
 		return
 	}
 	a.base.Labels = req.Labels
+	a.base.RedriveOf = req.RedriveOf
 	a.outputs = req.Outputs
 	a.base.Profile = req.Language
 	prof := r.o.Profiles[req.Language]
