@@ -24,6 +24,7 @@ import (
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/cli"
 	"github.com/runfleet/runfleet/internal/devstack"
+	"github.com/runfleet/runfleet/internal/jobindex"
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/metrics"
 	"github.com/runfleet/runfleet/internal/pool"
@@ -272,10 +273,11 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		shapes = append(shapes, sopts.Shape(profiles[name], sandbox.Limits{Timeout: d.Timeout, MemoryBytes: d.MemoryBytes, Pids: d.Pids}))
 	}
 	warm := pool.New(provider, shapes, pool.Options{Size: c.warm, MaxAge: c.warmMaxAge, Refills: c.warmRefills, Logger: log, Observer: m})
+	index := jobindex.New(rdb, jobindex.Options{Prefix: c.prefix})
 	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
 		MaxFailures: c.maxFailures, Sandbox: sopts, Sandboxes: warm,
-		Logger: log, Observer: m, Hook: c.hook(),
+		Logger: log, Observer: m, Hook: c.hook(), Index: index,
 	})
 
 	claimCtx, stopClaiming := context.WithCancel(ctx)
@@ -324,6 +326,11 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		}
 	})
 	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, provider.Name(), profiles, r, warm) })
+	bg.Go(func() {
+		if err := index.Serve(ctx, nc, subjects, log); err != nil {
+			log.Error("job index", "err", err)
+		}
+	})
 	bg.Go(func() {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()
