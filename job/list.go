@@ -86,3 +86,19 @@ type JobList struct {
 // ListJobs is the subject of the fleet's job index: a request carries a [ListQuery] and its reply
 // a [JobList], or the headers Nats-Service-Error and Nats-Service-Error-Code.
 func (s Subjects) ListJobs() string { return s.prefix + ".api.jobs.list" }
+
+// ParseTime reads a bound of a list window: an RFC 3339 time, or a duration meaning that long
+// before now ("1h", "30m").
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("%w: %q: a negative duration", ErrInvalidQuery, clip(s))
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %q: want an RFC 3339 time or a duration ago (1h)", ErrInvalidQuery, clip(s))
+	}
+	return t, nil
+}

@@ -101,6 +101,7 @@ func (g *Gateway) Drain() { g.draining.Store(true) }
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", g.submit)
+	mux.HandleFunc("GET /v1/jobs", g.listJobs)
 	mux.HandleFunc("GET /v1/jobs/{id}", g.settlement)
 	mux.HandleFunc("GET /v1/jobs/{id}/events", g.events)
 	mux.HandleFunc("DELETE /v1/jobs/{id}", g.cancel)
