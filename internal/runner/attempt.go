@@ -110,6 +110,10 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 	})
 	defer a.stopHeartbeat()
 
+	if claim.Mode == lease.ModeUnknown || claim.Mode == lease.ModeRecordLost {
+		// Never decoded in full: its settlement still says what it redrove.
+		a.base.RedriveOf = peekRedriveOf(a.m.Data())
+	}
 	switch claim.Mode {
 	case lease.ModeUnknown:
 		r.settleUndispatched(leaseCtx, a, job.StatusUnknown, job.ReasonOutcomeLost, "an earlier attempt dispatched the job and its outcome was lost")

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -153,6 +154,17 @@ func (r *Runner) index(ctx context.Context, a *attempt, st job.Settlement) {
 	if err := r.o.Index.Add(ctx, job.ListedOf(a.q, tenant, st)); err != nil {
 		a.log.Warn("list the settled job", "err", err)
 	}
+}
+
+// peekRedriveOf reads a request's redrive_of, or "" when it has no valid one.
+func peekRedriveOf(body []byte) string {
+	var peek struct {
+		RedriveOf string `json:"redrive_of"`
+	}
+	if json.Unmarshal(body, &peek) != nil || !job.ValidID(peek.RedriveOf) {
+		return ""
+	}
+	return peek.RedriveOf
 }
 
 // release gives up a job before dispatch, counting a failure, and asks for redelivery after a
