@@ -12,21 +12,34 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
-// ErrNoIndex: no worker of the fleet answers list requests.
-var ErrNoIndex = errors.New("no worker serves the job index")
+// ErrNoService: no worker of the fleet answers the job index's or the redrive's requests.
+var ErrNoService = errors.New("no worker serves the job index and redrives")
 
-// ServiceError is an error a fleet service answered with: Code is an HTTP status (400 for a bad
-// request, which wraps job.ErrInvalidQuery for a list).
+// ServiceError is an error a fleet service answered with: Code is an HTTP status, Reason a short
+// code (docs/protocol.md). It matches [job.ErrInvalidQuery] (400), [ErrNotFound] (not_found),
+// [ErrNoSettlement] (not_settled), [ErrNotRedrivable] and [ErrMayHaveRun].
 type ServiceError struct {
 	Code    int
+	Reason  string
 	Message string
 }
 
 func (e *ServiceError) Error() string { return e.Message }
 
-// Is makes a 400 answer to a list match [job.ErrInvalidQuery].
 func (e *ServiceError) Is(target error) bool {
-	return target == job.ErrInvalidQuery && e.Code == 400
+	switch target {
+	case job.ErrInvalidQuery:
+		return e.Code == 400
+	case ErrNotFound:
+		return e.Reason == job.RedriveNotFound
+	case ErrNoSettlement:
+		return e.Reason == job.RedriveNotSettled
+	case ErrNotRedrivable:
+		return e.Reason == job.RedriveNotRedrivable
+	case ErrMayHaveRun:
+		return e.Reason == job.RedriveMayHaveRun
+	}
+	return false
 }
 
 // ListJobs returns one page of the settled jobs q selects, newest first, from the index the
@@ -55,14 +68,14 @@ func (c *Client) request(ctx context.Context, subject string, in, out any) error
 	}
 	m, err := nc.RequestWithContext(ctx, subject, b)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return ErrNoIndex
+		return ErrNoService
 	}
 	if err != nil {
 		return err
 	}
 	if msg := m.Header.Get("Nats-Service-Error"); msg != "" {
 		code, _ := strconv.Atoi(m.Header.Get("Nats-Service-Error-Code"))
-		return &ServiceError{Code: code, Message: msg}
+		return &ServiceError{Code: code, Reason: m.Header.Get("Runfleet-Reason"), Message: msg}
 	}
 	return json.Unmarshal(m.Data, out)
 }

@@ -126,7 +126,7 @@ func eachListed(c *runfleet.Client, q job.ListQuery, limit int, fn func(job.List
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		page, err := c.ListJobs(ctx, q)
 		cancel()
-		if errors.Is(err, runfleet.ErrNoIndex) {
+		if errors.Is(err, runfleet.ErrNoService) {
 			return fmt.Errorf("%w (is a worker running?)", err)
 		}
 		if err != nil {

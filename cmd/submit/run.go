@@ -39,6 +39,7 @@ const usage = `usage: submit [flags] [FILE|-] [-- ARGS...]
        submit artifacts ID [DIR]
        submit jobs [--status S] [--queue Q] [--tenant T] [--since D] [--until D] [--limit N] [--json]
        submit show ID
+       submit redrive ID [--may-have-run] | submit redrive --status S [filters] [--dry-run] [--rate N]
        submit workers
        submit bench [--jobs N] [--concurrency C] [--lang L] [--code CODE]
 Each subcommand answers --help with its own flags.
@@ -169,6 +170,8 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 			return jobsCommand(args[1:], getenv, stdout, stderr)
 		case "show":
 			return showCommand(args[1:], getenv, stdout, stderr)
+		case "redrive":
+			return redriveCommand(sigs, args[1:], getenv, stdout, stderr)
 		}
 	}
 	var o options

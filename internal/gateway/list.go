@@ -25,7 +25,7 @@ func (g *Gateway) listJobs(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, job.ErrInvalidQuery):
 		writeError(w, http.StatusBadRequest, "invalid_query", err.Error())
-	case errors.Is(err, runfleet.ErrNoIndex):
+	case errors.Is(err, runfleet.ErrNoService):
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "no worker serves the job index; retry later")
 	case err != nil:
 		g.log.Warn("list jobs", "err", err)
