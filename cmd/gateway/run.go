@@ -39,6 +39,7 @@ type config struct {
 	nats                                        cli.NATS
 	streamReplicas                              int
 	maxWait, timeout, grace                     time.Duration
+	ui                                          bool
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
@@ -55,6 +56,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.DurationVar(&c.maxWait, "max-wait", gateway.DefaultMaxWait, "longest a waiting request (?wait=true, /v1/sandbox/run, events) is held")
 	fs.DurationVar(&c.timeout, "timeout", gateway.DefaultRunTimeout, "timeout_ms of /v1/sandbox/run jobs (dify-sandbox's WORKER_TIMEOUT)")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "on SIGTERM, how long in-flight requests may finish")
+	fs.BoolVar(&c.ui, "ui", true, "serve the web view at /ui/ (--ui=false turns it off)")
 	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them (default: none, the standard library only)")
 	return fs, c
 }
@@ -92,10 +94,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer cancelStart()
 	g, err := gateway.New(startCtx, nc, gateway.Options{APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
 		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, RunTimeout: c.timeout,
-		Dependencies: deps, Logger: log})
+		Dependencies: deps, Logger: log, DisableUI: !c.ui})
 	if err != nil {
 		return err
 	}
+	defer g.Close()
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.listen, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/webui"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -41,6 +42,7 @@ type Options struct {
 	RunTimeout   time.Duration           // timeout_ms of /v1/sandbox/run jobs; default DefaultRunTimeout
 	Dependencies map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
 	Logger       *slog.Logger            // default: discard
+	DisableUI    bool                    // serve no web view at /ui/
 }
 
 // Dependency is a package a profile ships, as dify-sandbox lists it.
@@ -61,6 +63,7 @@ type Gateway struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	draining atomic.Bool
+	ui       *webui.UI // nil when disabled
 }
 
 // ErrNoKey is returned by [New] without an API key: the gateway never serves without one.
@@ -88,6 +91,11 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 	g := &Gateway{nc: nc, js: js, client: client, subjects: client.Subjects(), o: o,
 		policy: job.ProtocolPolicy(), key: sha256.Sum256([]byte(o.APIKey)),
 		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), metrics: NewMetrics()}
+	if !o.DisableUI {
+		if g.ui, err = g.newUI(); err != nil {
+			return nil, fmt.Errorf("web view: %w", err)
+		}
+	}
 	return g, nil
 }
 
@@ -116,7 +124,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", g.ready)
 	mux.Handle("GET /metrics", g.metrics.Handler())
-	return g.metrics.instrument(g.log, g.authenticate(mux))
+	return g.metrics.instrument(g.log, g.withUI(g.authenticate(mux)))
 }
 
 // public are the routes that answer without the key: probes that tell nothing about jobs.

@@ -82,6 +82,7 @@ func newFleet(t testing.TB, o gateway.Options) *fleet {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.gw.Handler())
+	t.Cleanup(f.gw.Close)
 	t.Cleanup(f.srv.Close)
 	return f
 }
