@@ -1,12 +1,13 @@
 package runfleet
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -17,6 +18,9 @@ import (
 type Options struct {
 	Prefix  string        // default job.DefaultPrefix
 	Streams StreamOptions // used when a stream is missing; Replicas also raises an existing one
+	// Tenant is the tenant token of the jobs this client publishes (SubmitOptions.Tenant overrides
+	// it per job); default job.DefaultTenant. A NATS user may be allowed to publish under one only.
+	Tenant string
 
 	// JetStream, when set, is used instead of one made on the connection: a JetStream domain or
 	// API prefix is configured there (jetstream.NewWithDomain). NewClient's nc may then be nil.
@@ -32,6 +36,7 @@ type Options struct {
 type Client struct {
 	js       jetstream.JetStream
 	subjects job.Subjects
+	tenant   string
 }
 
 // NewClient returns a client on nc and, unless o.SkipStreams, creates the fleet's streams when
@@ -40,6 +45,10 @@ func NewClient(ctx context.Context, nc *nats.Conn, o Options) (*Client, error) {
 	s, err := job.NewSubjects(o.Prefix)
 	if err != nil {
 		return nil, err
+	}
+	tenant := cmp.Or(o.Tenant, job.DefaultTenant)
+	if !job.ValidTenant(tenant) {
+		return nil, fmt.Errorf("tenant %q: %w", tenant, job.ErrInvalidTenant)
 	}
 	js := o.JetStream
 	if js == nil {
@@ -55,7 +64,7 @@ func NewClient(ctx context.Context, nc *nats.Conn, o Options) (*Client, error) {
 			return nil, err
 		}
 	}
-	return &Client{js: js, subjects: s}, nil
+	return &Client{js: js, subjects: s, tenant: tenant}, nil
 }
 
 // Subjects are the names this client publishes to and reads from.
@@ -77,6 +86,10 @@ var (
 	// ErrNoSettlement: the job is known but has not settled, and the caller did not wait
 	// ([Client.Settlement]) or stopped waiting ([Client.Watch], wrapped with ctx's error).
 	ErrNoSettlement = errors.New("job not settled")
+	// ErrStreamFull: the jobs stream holds as many bytes as its bound (the workers'
+	// --jobs-max-bytes) allows, or its servers have no room left; nothing was stored and no
+	// stored job was dropped. Retrying later is safe.
+	ErrStreamFull = errors.New("jobs stream full")
 )
 
 // SubmitOptions are per-job settings of a publish. The zero value is fine.
@@ -84,75 +97,121 @@ type SubmitOptions struct {
 	// Header is added to the job message, e.g. a W3C traceparent (job.HeaderTraceparent),
 	// which the fleet carries to every message the job produces. Nats-Msg-Id is always the id.
 	Header nats.Header
+	// Tenant overrides Options.Tenant for this job.
+	Tenant string
 }
 
 // Submitted is the outcome of a publish.
 type Submitted struct {
-	ID        string
-	Sequence  uint64
-	Duplicate bool // a job with this id was already stored; this publish added nothing
+	ID       string
+	Sequence uint64 // the job's sequence in the jobs stream; 0 for a duplicate refused past the window
+	// Duplicate: a job with this id was already stored on this queue and tenant, and this publish
+	// added nothing. A duplicate is not an error: the id runs at most once.
+	Duplicate bool
 }
 
 // Submit checks req against what the protocol fixes (job.ProtocolPolicy) and stores it on queue.
-// An empty queue is job.DefaultQueue and an empty req.ID a new UUID; o may be nil. A request the
-// fleet would reject for its shape is refused here with a *[job.RejectError] (payload_too_large
-// for a body over the protocol's or the connection's limit), and nothing is stored; a worker may
-// still reject it for its own policy (an unknown language, a limit over its maximum), and then
-// the job settles rejected. It returns once JetStream has stored the job.
+// An empty queue is job.DefaultQueue and an empty req.ID a new id (job.NewID); o may be nil. A
+// request the fleet would reject for its shape is refused here with a *[job.RejectError]
+// (payload_too_large for a body over the protocol's or the connection's limit), and nothing is
+// stored; a worker may still reject it for its own policy (an unknown language, a limit over its
+// maximum), and then the job settles rejected. It returns once JetStream has stored the job.
+//
+// The id it used is in its result whatever happens, and every error is a *[JobError] carrying it:
+// a publish whose ack was lost may have stored the job, which the caller can then find or cancel.
+// An id already stored on the same queue and tenant is reported as Duplicate, not as an error,
+// for as long as the jobs stream keeps it; a full jobs stream is [ErrStreamFull].
 func (c *Client) Submit(ctx context.Context, queue string, req job.Request, o *SubmitOptions) (Submitted, error) {
 	if req.ID == "" {
-		req.ID = uuid.NewString()
+		req.ID = job.NewID()
 	}
+	sub := Submitted{ID: req.ID}
 	if !job.ValidID(req.ID) {
-		return Submitted{}, fmt.Errorf("job id %q: %w", req.ID, job.ErrInvalidID)
+		return sub, &JobError{ID: req.ID, Err: job.ErrInvalidID}
 	}
 	p := job.ProtocolPolicy()
 	if _, err := req.Validate(p); err != nil {
-		return Submitted{}, fmt.Errorf("job %s: %w", req.ID, err)
+		return sub, &JobError{ID: req.ID, Err: err}
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return Submitted{}, fmt.Errorf("encode job %s: %w", req.ID, err)
+		return sub, &JobError{ID: req.ID, Err: fmt.Errorf("encode: %w", err)}
 	}
 	if len(body) > p.MaxBodyBytes {
-		return Submitted{}, fmt.Errorf("job %s: %w", req.ID, &job.RejectError{Reason: job.ReasonPayloadTooLarge,
-			Detail: fmt.Sprintf("body is %d bytes, at most %d", len(body), p.MaxBodyBytes)})
+		return sub, &JobError{ID: req.ID, Err: &job.RejectError{Reason: job.ReasonPayloadTooLarge,
+			Detail: fmt.Sprintf("body is %d bytes, at most %d", len(body), p.MaxBodyBytes)}}
 	}
 	return c.SubmitRaw(ctx, queue, req.ID, body, o)
 }
 
 // SubmitRaw stores body as job id on queue without looking at it; the worker validates it. It is
 // for tools and tests that need to send exactly the bytes they have. A body the connection
-// cannot carry is refused with a *[job.RejectError] payload_too_large.
+// cannot carry is refused with a *[job.RejectError] payload_too_large. Its results and errors are
+// those of [Client.Submit].
 func (c *Client) SubmitRaw(ctx context.Context, queue, id string, body []byte, o *SubmitOptions) (Submitted, error) {
-	if queue == "" {
-		queue = job.DefaultQueue
+	sub := Submitted{ID: id}
+	queue = cmp.Or(queue, job.DefaultQueue)
+	tenant := c.tenant
+	if o != nil {
+		tenant = cmp.Or(o.Tenant, tenant)
 	}
-	if !job.ValidQueue(queue) {
-		return Submitted{}, fmt.Errorf("queue %q: %w", queue, job.ErrInvalidQueue)
+	switch {
+	case !job.ValidID(id):
+		return sub, &JobError{ID: id, Err: job.ErrInvalidID}
+	case !job.ValidQueue(queue):
+		return sub, &JobError{ID: id, Err: fmt.Errorf("queue %q: %w", queue, job.ErrInvalidQueue)}
+	case !job.ValidTenant(tenant):
+		return sub, &JobError{ID: id, Err: fmt.Errorf("tenant %q: %w", tenant, job.ErrInvalidTenant)}
 	}
-	msg := nats.NewMsg(c.subjects.Jobs(queue))
+	msg := nats.NewMsg(c.subjects.Job(queue, tenant, id))
 	msg.Data = body
 	if o != nil {
 		for k, vs := range o.Header {
 			msg.Header[k] = vs
 		}
 	}
-	msg.Header.Del(job.HeaderMsgID)
-	if id != "" {
-		msg.Header.Set(job.HeaderMsgID, id)
-	}
+	msg.Header.Set(job.HeaderMsgID, id)
 	if nc := c.js.Conn(); nc != nil {
 		if max := nc.MaxPayload(); max > 0 && int64(len(body)+headerBytes(msg.Header)) > max {
-			return Submitted{}, fmt.Errorf("job %s: %w", id, &job.RejectError{Reason: job.ReasonPayloadTooLarge,
-				Detail: fmt.Sprintf("body is %d bytes, the NATS server's max_payload %d", len(body), max)})
+			return sub, &JobError{ID: id, Err: &job.RejectError{Reason: job.ReasonPayloadTooLarge,
+				Detail: fmt.Sprintf("body is %d bytes, the NATS server's max_payload %d", len(body), max)}}
 		}
 	}
 	ack, err := c.js.PublishMsg(ctx, msg)
-	if err != nil {
-		return Submitted{}, fmt.Errorf("publish job %s: %w", id, err)
+	switch {
+	case err == nil:
+		sub.Sequence, sub.Duplicate = ack.Sequence, ack.Duplicate
+		return sub, nil
+	case refusedDuplicate(err):
+		sub.Duplicate = true
+		return sub, nil
+	case refusedFull(err):
+		return sub, &JobError{ID: id, Err: fmt.Errorf("publish: %w (%w)", ErrStreamFull, err)}
 	}
-	return Submitted{ID: id, Sequence: ack.Sequence, Duplicate: ack.Duplicate}, nil
+	return sub, &JobError{ID: id, Err: fmt.Errorf("publish: %w", err)}
+}
+
+// errCodeStoreFailed is nats-server's JSStreamStoreFailedF: a publish the stream refused to
+// store, its description saying which limit refused it.
+const errCodeStoreFailed jetstream.ErrorCode = 10077
+
+// refusedDuplicate reports a publish refused because its job subject already holds a message: the
+// id was stored before, past the duplicate window.
+func refusedDuplicate(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed &&
+		strings.Contains(apiErr.Description, "maximum messages per subject")
+}
+
+// refusedFull reports a publish refused because the jobs stream reached its bytes bound, or its
+// servers their storage.
+func refusedFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == errCodeInsufficientResources ||
+		apiErr.ErrorCode == errCodeStoreFailed && strings.Contains(apiErr.Description, "maximum bytes")
 }
 
 // headerBytes is about what h takes in a message: the NATS/1.0 line, each line, the blank line.
@@ -168,28 +227,29 @@ func headerBytes(h nats.Header) int {
 
 // Cancel asks the fleet to cancel job id, which then settles cancelled: if it runs, its sandbox
 // is killed; if it waits, it never starts. Only a known job is cancelled: for an id the fleet
-// holds nothing of it returns [ErrNotFound] and stores nothing, for a settled job [ErrSettled]
-// (or [ErrExpired]), so that a mistyped id is reported and never poisons a later job with it.
+// holds nothing of it returns [ErrNotFound] and stores nothing, for a settled job [ErrSettled],
+// so that a mistyped id is reported and never poisons a later job with it.
 func (c *Client) Cancel(ctx context.Context, id string) error {
 	if !job.ValidID(id) {
 		return fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
 	}
-	st, _, err := c.lookup(ctx, id)
+	info, err := c.lookup(ctx, id)
 	switch {
 	case err != nil:
-		return fmt.Errorf("cancel %s: %w", id, err)
-	case st == stateSettled:
-		return fmt.Errorf("cancel %s: %w", id, ErrSettled)
+		return &JobError{ID: id, Err: fmt.Errorf("cancel: %w", err)}
+	case info.State == JobSettled:
+		return &JobError{ID: id, Err: fmt.Errorf("cancel: %w", ErrSettled)}
 	}
 	if _, err := c.js.Publish(ctx, c.subjects.Cancel(id), nil); err != nil {
-		return fmt.Errorf("publish cancel %s: %w", id, err)
+		return &JobError{ID: id, Err: fmt.Errorf("publish cancel: %w", err)}
 	}
 	return nil
 }
 
 // Settlement returns job id's settlement without waiting. It returns an error wrapping
-// [ErrNoSettlement] while the job is known and not settled, [ErrExpired] when its results have
-// expired, and [ErrNotFound] for an id the fleet holds nothing of.
+// [ErrNoSettlement] while the job is known and not settled, and [ErrNotFound] for an id the
+// fleet holds nothing of. A settlement is kept for the job's whole record (7 days by default),
+// after its pages have expired.
 func (c *Client) Settlement(ctx context.Context, id string) (job.Settlement, error) {
 	var st job.Settlement
 	raw, err := c.SettlementJSON(ctx, id)
@@ -197,7 +257,7 @@ func (c *Client) Settlement(ctx context.Context, id string) (job.Settlement, err
 		return st, err
 	}
 	if err := json.Unmarshal(raw, &st); err != nil {
-		return st, fmt.Errorf("decode settlement of %s: %w", id, err)
+		return st, &JobError{ID: id, Err: fmt.Errorf("decode settlement: %w", err)}
 	}
 	return st, nil
 }
@@ -208,12 +268,12 @@ func (c *Client) SettlementJSON(ctx context.Context, id string) (json.RawMessage
 	if !job.ValidID(id) {
 		return nil, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
 	}
-	st, raw, err := c.lookup(ctx, id)
+	info, err := c.lookup(ctx, id)
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("settlement of %s: %w", id, err)
-	case st != stateSettled:
-		return nil, fmt.Errorf("settlement of %s: %w", id, ErrNoSettlement)
+		return nil, &JobError{ID: id, Err: fmt.Errorf("settlement: %w", err)}
+	case info.State != JobSettled:
+		return nil, &JobError{ID: id, Err: fmt.Errorf("settlement: %w", ErrNoSettlement)}
 	}
-	return raw, nil
+	return info.Settlement, nil
 }

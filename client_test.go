@@ -132,41 +132,10 @@ func TestLookupsNeverHang(t *testing.T) {
 	}
 }
 
-// TestExpiredResults: once a settled job's results passed the stream's MaxAge, a lookup says
-// ErrExpired (the marker nats-server leaves), not ErrNotFound, and Watch does not wait.
-func TestExpiredResults(t *testing.T) {
-	c, js := newClient(t, runfleet.Options{Prefix: "expiry", Streams: runfleet.StreamOptions{ResultsMaxAge: time.Second, ExpiryMarkers: time.Hour}})
-	const id = "settled-long-ago"
-	// No worker serves this prefix: the settlement is stored as a worker would store it.
-	if _, err := js.Publish(t.Context(), c.Subjects().Settled(id), []byte(`{"job_id":"settled-long-ago","status":"succeeded"}`)); err != nil {
-		t.Fatal(err)
-	}
-	if st, err := c.Settlement(t.Context(), id); err != nil || st.Status != job.StatusSucceeded {
-		t.Fatalf("Settlement() = %v, %v before expiry", st.Status, err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	for {
-		_, err := c.Settlement(ctx, id)
-		if errors.Is(err, runfleet.ErrExpired) {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("no expiry within 30 s of a 1 s MaxAge: last error %v", err)
-		}
-		time.Sleep(100 * time.Millisecond) // waiting on the server's expiry, an event Settlement reports
-	}
-	if _, err := c.Watch(ctx, id, nil); !errors.Is(err, runfleet.ErrExpired) {
-		t.Errorf("Watch() error = %v, want ErrExpired", err)
-	}
-	if err := c.Cancel(ctx, id); !errors.Is(err, runfleet.ErrExpired) {
-		t.Errorf("Cancel() error = %v, want ErrExpired", err)
-	}
-}
-
 // TestLeastPrivilegePublisher: SkipStreams starts without touching streams, and a JetStream the
 // caller made (where domains are configured) is the one used.
 func TestLeastPrivilegePublisher(t *testing.T) {
+	needV2Worker(t)
 	nc := dial(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -190,6 +159,7 @@ func TestLeastPrivilegePublisher(t *testing.T) {
 
 // TestSubmitHeader: a traceparent set per submit reaches what the job produces.
 func TestSubmitHeader(t *testing.T) {
+	needV2Worker(t)
 	c, js := newClient(t, runfleet.Options{})
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	st, err := c.Run(t.Context(), "", job.Request{Language: "python3", Code: "print(1)"},
@@ -212,6 +182,7 @@ func TestSubmitHeader(t *testing.T) {
 
 // TestPagesStopsEarly: a range over Pages that breaks ends the watch and yields nothing more.
 func TestPagesStopsEarly(t *testing.T) {
+	needV2Worker(t)
 	c, _ := newClient(t, runfleet.Options{})
 	st, err := c.Run(t.Context(), "", job.Request{Language: "python3", Code: "import sys\nfor i in range(3): print(i, flush=True); print(i, file=sys.stderr, flush=True)"}, nil)
 	if err != nil {
@@ -233,6 +204,7 @@ func TestPagesStopsEarly(t *testing.T) {
 // TestWaitingJobIsKnown: a job that waits in the queue behind others, where no worker serves it,
 // is known — not settled, cancellable — whether it is its queue's newest message or not.
 func TestWaitingJobIsKnown(t *testing.T) {
+	needV2Worker(t)
 	c, _ := newClient(t, runfleet.Options{})
 	ctx := t.Context()
 	ids := []string{"waiting-first", "waiting-second"}

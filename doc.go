@@ -12,17 +12,18 @@
 // # What a lookup can know
 //
 // The client sees what JetStream holds, never the fleet's Redis records. A job is known while its
-// message waits in the jobs stream or while any of its results (pages, settlement) are stored —
-// for the results stream's MaxAge, 24 h by default. Past that, nats-server leaves a marker on the
-// job's result subjects (StreamOptions.ExpiryMarkers, 6 days by default, on streams this package
-// created), and lookups return [ErrExpired]; once the markers are gone too, an old id cannot be
-// told from one never used and is [ErrNotFound], although the fleet still refuses to run it again
-// for as long as it keeps the job's record (7 days by default).
+// request is kept in the jobs stream or any of its results are stored: its request and its
+// settlement for the job's record (the worker's --retention, 7 days by default), its output pages
+// for StreamOptions.ResultsMaxAge (24 h by default, a per-message TTL). Past the pages' lifetime
+// [Client.Settlement] still returns the settlement and a watch returns it with [ErrExpired]; past
+// the record's, the id is [ErrNotFound], as one never used.
 //
-// [Client.Settlement], [Client.Cancel] and [Client.Watch] therefore never wait for a job the fleet
-// does not know. Finding a job that waits in the queue reads the waiting messages (JetStream has
-// no lookup by Nats-Msg-Id): the newest message of each queue first, then one request per
-// waiting job, made only when no result is stored.
+// [Client.Lookup], [Client.Settlement], [Client.Cancel] and [Client.Watch] therefore never wait for
+// a job the fleet does not know, and find one by its subjects only: direct gets of the last message
+// on the job's subject (any queue and tenant), its settlement and its pages, a constant number of
+// requests whatever the backlog, none through the JetStream API's request queue. A watch holds no
+// consumer: it follows the results stream's republish of what it stored and reads what came before
+// with batched direct gets (see [Client.WatchFrom]).
 // A lookup made while another process is still publishing the id may return ErrNotFound: the job
 // is known once [Client.Submit] has returned.
 //

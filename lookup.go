@@ -5,115 +5,133 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/runfleet/runfleet/job"
 )
 
-// jobState is what the fleet holds of a job that it knows.
-type jobState int
+// JobState is what the fleet's streams hold of a job it knows.
+type JobState int
 
 const (
-	stateQueued  jobState = iota + 1 // its message waits in the jobs stream
-	stateRunning                     // pages are stored, no settlement yet
-	stateSettled                     // its settlement is stored
+	JobQueued  JobState = iota + 1 // its request is stored, no result yet (it may be starting)
+	JobRunning                     // output pages are stored, no settlement yet
+	JobSettled                     // its settlement is stored
 )
 
-// headerMarkerReason is set by nats-server on the marker it leaves on a subject whose last
-// message it removed (StreamConfig.SubjectDeleteMarkerTTL).
-const headerMarkerReason = "Nats-Marker-Reason"
-
-// lookup says what the fleet holds of job id, and the settlement's JSON when it is settled. It
-// returns [ErrNotFound] or [ErrExpired] for a job it cannot find.
-//
-// The results are read first, then the jobs stream, then the results again: a job's message is
-// acked (and so leaves the jobs stream) only after its settlement is stored, so a job that left
-// the queue between the first two reads is found settled by the third.
-func (c *Client) lookup(ctx context.Context, id string) (jobState, json.RawMessage, error) {
-	st, raw, err := c.stored(ctx, id)
-	if err != nil || st != 0 {
-		return st, raw, err
+func (s JobState) String() string {
+	switch s {
+	case JobQueued:
+		return "queued"
+	case JobRunning:
+		return "running"
+	case JobSettled:
+		return "settled"
 	}
-	queued, err := c.queued(ctx, id)
-	if err != nil {
-		return 0, nil, err
-	}
-	if queued {
-		return stateQueued, nil, nil
-	}
-	st, raw, err = c.stored(ctx, id)
-	if err != nil || st != 0 {
-		return st, raw, err
-	}
-	return 0, nil, ErrNotFound
+	return "unknown"
 }
 
-// stored looks for job id's settlement, then for its pages, in the results stream. It returns
-// 0 when neither is stored.
-func (c *Client) stored(ctx context.Context, id string) (jobState, json.RawMessage, error) {
-	s, err := c.js.Stream(ctx, c.subjects.ResultsStream())
-	if err != nil {
-		return 0, nil, withCtx(ctx, fmt.Errorf("results stream: %w", err))
-	}
-	for _, q := range []struct {
-		subject string
-		state   jobState
-	}{{c.subjects.Settled(id), stateSettled}, {c.subjects.Page(id), stateRunning}} {
-		m, err := s.GetLastMsgForSubject(ctx, q.subject)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return 0, nil, withCtx(ctx, err)
-		}
-		if m.Header.Get(headerMarkerReason) != "" {
-			return 0, nil, ErrExpired
-		}
-		return q.state, m.Data, nil
-	}
-	return 0, nil, nil
+// JobInfo is what a lookup found of one job.
+type JobInfo struct {
+	ID     string
+	State  JobState
+	Queue  string    // empty once the request is no longer kept
+	Tenant string    // likewise
+	Stored time.Time // when its request was stored; zero likewise
+	// Sequence of the request in the jobs stream.
+	Sequence uint64
+	// Settlement is the stored settlement's JSON when State is JobSettled.
+	Settlement json.RawMessage
+	// PagesExpired: the job settled with output pages, and they have passed their lifetime
+	// (StreamOptions.ResultsMaxAge); its settlement is kept for the job's whole record.
+	PagesExpired bool
 }
 
-// queued reports whether a message of job id waits in the jobs stream. JetStream cannot look a
-// message up by its Nats-Msg-Id. The newest message of each queue comes first (a job watched
-// right after it was submitted is found there), then every waiting message in order, skipping
-// the acked ones on the server: one request per queue and per waiting job, made only for an id
-// that has no results stored.
-func (c *Client) queued(ctx context.Context, id string) (bool, error) {
-	s, err := c.js.Stream(ctx, c.subjects.JobsStream())
+// Lookup says what the fleet holds of job id: queued, running or settled, where its request was
+// stored, and its settlement. It costs three direct gets whatever the backlog: the last message
+// on the job's subject of any queue and tenant (the server walks the distinct (queue, tenant)
+// pairs, never the waiting jobs), and the last on its settlement and page subjects; none goes
+// through the JetStream API's request queue, and no other job's body is read. An id the fleet
+// holds nothing of is [ErrNotFound].
+func (c *Client) Lookup(ctx context.Context, id string) (JobInfo, error) {
+	if !job.ValidID(id) {
+		return JobInfo{}, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
+	}
+	info, err := c.lookup(ctx, id)
 	if err != nil {
-		return false, withCtx(ctx, fmt.Errorf("jobs stream: %w", err))
+		return info, &JobError{ID: id, Err: err}
 	}
-	info, err := s.Info(ctx, jetstream.WithSubjectFilter(c.subjects.AllJobs()))
+	return info, nil
+}
+
+// lookup is [Client.Lookup] for a valid id. The results are read before the request: a job's
+// results are stored only after its request, so a job found with neither was unknown when the
+// results were read.
+func (c *Client) lookup(ctx context.Context, id string) (JobInfo, error) {
+	info := JobInfo{ID: id}
+	results := c.subjects.ResultsStream()
+	settled, err := c.lastMsg(ctx, results, c.subjects.Settled(id))
+	if err != nil && !errors.Is(err, errNoMessage) {
+		return info, err
+	}
+	if err == nil {
+		info.State, info.Settlement = JobSettled, settled.Data
+	}
+	_, err = c.lastMsg(ctx, results, c.subjects.Page(id))
+	switch {
+	case err == nil && info.State == 0:
+		info.State = JobRunning
+	case errors.Is(err, errNoMessage) && info.State == JobSettled:
+		var counts struct {
+			Pages int64 `json:"pages"`
+		}
+		info.PagesExpired = json.Unmarshal(settled.Data, &counts) == nil && counts.Pages > 0
+	case err != nil && !errors.Is(err, errNoMessage):
+		return info, err
+	}
+	req, err := c.lastMsg(ctx, c.subjects.JobsStream(), c.subjects.JobByID(id))
+	switch {
+	case err == nil:
+		info.Queue, info.Tenant, _, _ = c.subjects.ParseJob(req.Subject)
+		info.Stored, info.Sequence = req.Time, req.Sequence
+		if info.State == 0 {
+			info.State = JobQueued
+		}
+	case !errors.Is(err, errNoMessage):
+		return info, err
+	case info.State == 0:
+		return info, ErrNotFound
+	}
+	return info, nil
+}
+
+// StoredRequest is a job's request as the jobs stream keeps it, for inspection and redrive.
+type StoredRequest struct {
+	Queue, Tenant string
+	Sequence      uint64
+	Stored        time.Time
+	Header        nats.Header     // as published: Nats-Msg-Id, traceparent, ...
+	Body          json.RawMessage // the request's JSON as published; job.Request decodes it
+}
+
+// Request returns job id's request as stored, read by its subject (one direct get). It returns
+// [ErrNotFound] once the request is no longer kept (the worker's --retention, 7 days by default).
+func (c *Client) Request(ctx context.Context, id string) (StoredRequest, error) {
+	if !job.ValidID(id) {
+		return StoredRequest{}, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
+	}
+	m, err := c.lastMsg(ctx, c.subjects.JobsStream(), c.subjects.JobByID(id))
+	if errors.Is(err, errNoMessage) {
+		err = ErrNotFound
+	}
 	if err != nil {
-		return false, withCtx(ctx, fmt.Errorf("jobs stream: %w", err))
+		return StoredRequest{}, &JobError{ID: id, Err: fmt.Errorf("request: %w", err)}
 	}
-	for subject := range info.State.Subjects {
-		m, err := s.GetLastMsgForSubject(ctx, subject)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			return false, withCtx(ctx, err)
-		}
-		if m.Header.Get(job.HeaderMsgID) == id {
-			return true, nil
-		}
-	}
-	for seq := max(info.State.FirstSeq, 1); ; {
-		m, err := s.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(c.subjects.AllJobs()))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return false, nil
-		}
-		if err != nil {
-			return false, withCtx(ctx, err)
-		}
-		if m.Header.Get(job.HeaderMsgID) == id {
-			return true, nil
-		}
-		seq = m.Sequence + 1
-	}
+	r := StoredRequest{Sequence: m.Sequence, Stored: m.Time, Header: m.Header, Body: m.Data}
+	r.Queue, r.Tenant, _, _ = c.subjects.ParseJob(m.Subject)
+	return r, nil
 }
 
 // withCtx makes err match ctx's error too when ctx ended, whatever the library returned.

@@ -15,8 +15,19 @@ import (
 // StreamOptions are the settings of the streams a fleet creates when they are missing. Zero fields
 // take the defaults of docs/protocol.md.
 type StreamOptions struct {
-	Duplicates    time.Duration // dedup window of the jobs stream; default 2 min
-	ResultsMaxAge time.Duration // default 24 h
+	Duplicates time.Duration // dedup window of the jobs stream; default 2 min
+
+	// Retention is how long the fleet keeps a job's record: the jobs stream keeps its request that
+	// long (its MaxAge, and with it how long a job id stays taken), and the results stream its
+	// settlement, while its pages carry a per-message TTL of ResultsMaxAge; default
+	// DefaultRetention. Like JobsMaxBytes, a non-zero value is also set on an existing jobs
+	// stream: the workers' --retention and --jobs-max-bytes rule.
+	Retention time.Duration
+	// JobsMaxBytes bounds the jobs stream: a publish past it is refused ([ErrStreamFull]) and
+	// nothing stored is dropped; default DefaultJobsMaxBytes.
+	JobsMaxBytes int64
+
+	ResultsMaxAge time.Duration // how long output pages and artifacts are kept; default 24 h
 	ControlMaxAge time.Duration // default 24 h
 	Replicas      int           // default 1; an existing stream with fewer is raised to it
 
@@ -25,15 +36,19 @@ type StreamOptions struct {
 	// leaves the bound to the workers, which set it at start (--artifacts-max-bytes, default
 	// DefaultArtifactsMaxBytes).
 	ArtifactsMaxBytes int64
-
-	// ExpiryMarkers is how long the results stream keeps a marker on a job's subjects once its
-	// results aged out, so that a lookup says [ErrExpired] rather than [ErrNotFound] for about as
-	// long as the fleet keeps the job's record; default 6 days (7 days less the 24 h MaxAge).
-	ExpiryMarkers time.Duration
 }
 
-// DefaultArtifactsMaxBytes is the default of the worker's --artifacts-max-bytes: 10 GiB.
-const DefaultArtifactsMaxBytes = 10 << 30
+// Defaults of the worker's --artifacts-max-bytes, --jobs-max-bytes and --retention.
+const (
+	DefaultArtifactsMaxBytes = 10 << 30
+	DefaultJobsMaxBytes      = 10 << 30
+	DefaultRetention         = 7 * 24 * time.Hour
+)
+
+// jobsMaxConsumers is the jobs stream's explicit consumer bound. Left unset (or -1) the server
+// applies its default_max_consumers, 1,000 on nats-server 2.15, which consumers laid out per
+// queue and tenant would reach at 1,000 tenants.
+const jobsMaxConsumers = 100_000
 
 // StreamConfigs returns the configurations of the three streams of s.
 func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
@@ -41,12 +56,23 @@ func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
 			Name:        s.JobsStream(),
-			Description: "runfleet job requests, one message per job",
-			Subjects:    []string{s.AllJobs()},
-			Retention:   jetstream.WorkQueuePolicy,
-			Storage:     jetstream.FileStorage,
-			Duplicates:  cmp.Or(o.Duplicates, 2*time.Minute),
-			Replicas:    replicas,
+			Description: "runfleet job requests (protocol version 2), one subject and one message per job",
+			// Exactly <queue>.<tenant>.<job>: a publish on any other shape (a version-1 subject)
+			// is stored by no stream and fails.
+			Subjects:  []string{s.Job("*", "*", "*")},
+			Retention: jetstream.LimitsPolicy,
+			Storage:   jetstream.FileStorage,
+			// One message per job subject, a second publish refused: an id stays taken for as long
+			// as its request is kept, not only for the duplicate window.
+			MaxMsgsPerSubject:    1,
+			Discard:              jetstream.DiscardNew,
+			DiscardNewPerSubject: true,
+			MaxAge:               cmp.Or(o.Retention, DefaultRetention),
+			MaxBytes:             cmp.Or(o.JobsMaxBytes, DefaultJobsMaxBytes),
+			AllowDirect:          true,
+			MaxConsumers:         jobsMaxConsumers,
+			Duplicates:           cmp.Or(o.Duplicates, 2*time.Minute),
+			Replicas:             replicas,
 		},
 		{
 			Name:        s.ResultsStream(),
@@ -54,11 +80,20 @@ func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
 			Subjects:    []string{s.AllResults(), s.Rejected()},
 			Retention:   jetstream.LimitsPolicy,
 			Storage:     jetstream.FileStorage,
-			MaxAge:      cmp.Or(o.ResultsMaxAge, 24*time.Hour),
+			// A settlement lives as long as the job's record; pages carry their own, shorter TTL
+			// (named in the metadata for the workers that write them).
+			MaxAge:      cmp.Or(o.Retention, DefaultRetention),
+			AllowMsgTTL: true,
+			Metadata:    map[string]string{job.MetadataPageTTL: cmp.Or(o.ResultsMaxAge, 24*time.Hour).String()},
 			Replicas:    replicas,
-			// nats-server leaves a marker when MaxAge removes a subject's last message.
-			AllowMsgTTL:            true,
-			SubjectDeleteMarkerTTL: cmp.Or(o.ExpiryMarkers, 6*24*time.Hour),
+			// Lookups and watches read by subject without the API's request queue or a consumer.
+			AllowDirect: true,
+			// Watchers follow what the stream stored, never the results subjects, which also
+			// carry what it refused (a fenced worker's pages).
+			RePublish: &jetstream.RePublish{
+				Source:      s.Prefix() + ".results.*.*",
+				Destination: s.Prefix() + ".watch.{{wildcard(1)}}.{{wildcard(2)}}",
+			},
 		},
 		{
 			Name:        s.ControlStream(),
@@ -73,9 +108,11 @@ func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
 }
 
 // EnsureStreams creates the streams of s that are missing. An existing stream keeps its settings
-// (they are the operator's, and shrinking them could drop jobs or results), with one exception:
+// (they are the operator's, and shrinking them could drop jobs or results), with two exceptions:
 // when it has fewer replicas than o asks for, it is raised to them, so that a fleet moved onto a
-// cluster stops keeping its queue on one node. Replicas are never lowered.
+// cluster stops keeping its queue on one node (replicas are never lowered); and the jobs stream
+// takes o's Retention and JobsMaxBytes when they are set. A bound lowered below what the stream
+// holds refuses new jobs until it drains: the stream discards new messages, never stored ones.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, o StreamOptions) error {
 	for _, cfg := range StreamConfigs(s, o) {
 		_, err := js.CreateStream(ctx, cfg)
@@ -84,7 +121,12 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, 
 			if err != nil {
 				return fmt.Errorf("stream %s: %w", cfg.Name, err)
 			}
-			if err := raiseReplicas(ctx, js, st, cfg.Replicas); err != nil {
+			if cfg.Name == s.JobsStream() {
+				err = boundJobs(ctx, js, st, o, cfg.Replicas)
+			} else {
+				err = raiseReplicas(ctx, js, st, cfg.Replicas)
+			}
+			if err != nil {
 				return err
 			}
 			continue
@@ -149,6 +191,21 @@ func storageHint(err error) error {
 		return fmt.Errorf("%w (lower the bound, or give the NATS servers more JetStream storage)", err)
 	}
 	return err
+}
+
+// boundJobs sets o's Retention and JobsMaxBytes, where non-zero, on the existing jobs stream st,
+// and raises its replicas as [raiseReplicas] does, in one update.
+func boundJobs(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, o StreamOptions, replicas int) error {
+	cfg := st.CachedInfo().Config
+	age, size := cmp.Or(o.Retention, cfg.MaxAge), cmp.Or(o.JobsMaxBytes, cfg.MaxBytes)
+	if cfg.MaxAge == age && cfg.MaxBytes == size && cfg.Replicas >= replicas {
+		return nil
+	}
+	cfg.MaxAge, cfg.MaxBytes, cfg.Replicas = age, size, max(cfg.Replicas, replicas)
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("update stream %s (max age %v, %d bytes, %d replicas): %w", cfg.Name, age, size, cfg.Replicas, storageHint(err))
+	}
+	return nil
 }
 
 // raiseReplicas updates st to replicas when it has fewer, keeping every other setting.

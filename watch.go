@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go"
 
 	"github.com/runfleet/runfleet/job"
 )
@@ -28,128 +28,237 @@ type Page struct {
 type RunOptions struct {
 	SubmitOptions
 	OnPage func(Page) error // called for each page as it is stored; an error stops the wait
+
+	// CancelOnDone cancels the job when ctx ends before it settled; by default it goes on.
+	CancelOnDone bool
 }
 
 // Run submits req to queue and waits for its settlement: [Client.Submit] then [Client.Watch].
 // Like exec.Cmd.Run, it returns the settlement and, when the job did not succeed, st.Err() — a
-// *[job.RejectError] or a *[job.OutcomeError]. When ctx ends first it returns an error wrapping
-// [ErrNoSettlement] and ctx's error; the job goes on (cancel it with [Client.Cancel]). A req.ID
-// that was submitted before runs nothing new: Run waits for that job's settlement.
+// *[job.RejectError] or a *[job.OutcomeError]. A req.ID that was submitted before runs nothing
+// new: Run waits for that job's settlement.
+//
+// When ctx ends first, Run returns an error wrapping [ErrNoSettlement] and ctx's error, and the
+// job goes on, unless o.CancelOnDone: then Run also asks the fleet to cancel it (the job settles
+// cancelled unless it settled first). Every error after the id was chosen is a *[JobError]
+// carrying it, so a caller that left req.ID empty can still find, watch or cancel the job.
 func (c *Client) Run(ctx context.Context, queue string, req job.Request, o *RunOptions) (job.Settlement, error) {
 	if o == nil {
 		o = &RunOptions{}
 	}
+	if req.ID == "" {
+		req.ID = job.NewID()
+	}
 	sub, err := c.Submit(ctx, queue, req, &o.SubmitOptions)
 	if err != nil {
-		return job.Settlement{}, err
+		return job.Settlement{}, asJobError(req.ID, err)
 	}
 	st, err := c.Watch(ctx, sub.ID, o.OnPage)
 	if err != nil {
-		return st, err
+		if ctx.Err() != nil && o.CancelOnDone {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
+			defer cancel()
+			if cerr := c.Cancel(cctx, sub.ID); cerr != nil && !errors.Is(cerr, ErrSettled) {
+				err = fmt.Errorf("%w (and its cancel: %w)", err, cerr)
+			}
+		}
+		return st, asJobError(sub.ID, err)
 	}
 	return st, st.Err()
 }
 
-// watchInactive is how long the server keeps the consumer of a watch that ended and was not
-// deleted.
-const watchInactive = 5 * time.Second
+// cancelTimeout bounds the cancel [RunOptions.CancelOnDone] publishes after ctx ended.
+const cancelTimeout = 5 * time.Second
 
-// dropConsumer deletes a finished watch's consumer at once. A stream holds at most 1,000
-// consumers by default (nats-server's default_max_consumers), so every watch of the fleet —
-// submit's, the gateway's waiting requests — counts against that; a consumer left to expire
-// would keep its place for watchInactive after the watch.
-func (c *Client) dropConsumer(ctx context.Context, cons jetstream.Consumer) {
-	info := cons.CachedInfo()
-	if info == nil {
-		return
+// asJobError returns err as a *JobError of id, unless it already is one.
+func asJobError(id string, err error) error {
+	if je, ok := errors.AsType[*JobError](err); ok && je.ID == id {
+		return err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	_ = c.js.DeleteConsumer(ctx, c.subjects.ResultsStream(), info.Name) // best effort: the threshold is the backstop
+	return &JobError{ID: id, Err: err}
 }
+
+// backstop is how often a live watch re-reads what the stream stored of its job, whatever the
+// republish showed: on a cluster a new subscription's interest reaches the other servers
+// asynchronously, and a slow watcher's client drops what it cannot hold.
+const backstop = 3 * time.Second
 
 // Watch replays job id's pages from the start, calls onPage (which may be nil) for each as it is
 // stored, and returns the settlement. It follows a running or waiting job live, and returns at
 // once for a settled one. It never waits for a job the fleet does not know: an id it holds
-// nothing of is [ErrNotFound], one whose results expired [ErrExpired]. When ctx ends first the
-// error wraps both [ErrNoSettlement] and ctx.Err().
+// nothing of is [ErrNotFound]. A job whose pages have expired returns its settlement and
+// [ErrExpired]. When ctx ends first the error wraps both [ErrNoSettlement] and ctx.Err().
 func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) (job.Settlement, error) {
 	return c.WatchFrom(ctx, id, 0, onPage)
 }
 
-// watchFailed is a watch of id that ended before it could follow the job: when ctx ended, it says
-// so as every watch stopped before the settlement does, [ErrNoSettlement] and ctx's error.
-func watchFailed(ctx context.Context, id string, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		return fmt.Errorf("watch %s: %w: %w", id, ErrNoSettlement, cerr)
-	}
-	return fmt.Errorf("watch %s: %w", id, err)
-}
-
 // WatchFrom is [Client.Watch] that skips what the results stream stored up to sequence after, so
 // that a watcher which saw the page of [Page.Sequence] after resumes with the next one.
+//
+// A watch holds no JetStream consumer: it subscribes to the stream's republish of what it stored
+// for the job ([job.Subjects.Watch]), never to the results subjects, which also carry publishes
+// the stream refused (a fenced worker's pages). It then reads what was stored before with
+// batched direct gets, reads again from the last sequence it handled whenever a republished
+// message's Nats-Last-Sequence shows one it missed, before a settlement, and every few seconds,
+// and drops what it already handled by sequence and page index. It leaves nothing on the server.
 func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage func(Page) error) (job.Settlement, error) {
-	var st job.Settlement
 	if !job.ValidID(id) {
-		return st, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
+		return job.Settlement{}, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
 	}
-	if _, _, err := c.lookup(ctx, id); err != nil {
-		return st, watchFailed(ctx, id, err)
-	}
-	cfg := jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{c.subjects.Results(id)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		// The server's backstop for a consumer that dropConsumer could not delete (nats.go's
-		// default is 5 min). A live watch always has a pull pending.
-		InactiveThreshold: watchInactive,
-	}
-	if after > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
-	}
-	cons, err := c.js.OrderedConsumer(ctx, c.subjects.ResultsStream(), cfg)
+	w := &watch{c: c, id: id, onPage: onPage, after: after, last: after, index: -1, first: -1}
+	st, err := w.run(ctx)
 	if err != nil {
-		return st, watchFailed(ctx, id, err)
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, ErrExpired) {
+			return st, &JobError{ID: id, Err: fmt.Errorf("watch: %w: %w", ErrNoSettlement, cerr)}
+		}
+		if _, ok := errors.AsType[*JobError](err); !ok {
+			err = &JobError{ID: id, Err: fmt.Errorf("watch: %w", err)}
+		}
 	}
-	defer c.dropConsumer(ctx, cons)
-	it, err := cons.Messages()
+	return st, err
+}
+
+// watch is one run of [Client.WatchFrom].
+type watch struct {
+	c      *Client
+	id     string
+	onPage func(Page) error
+	after  uint64 // the caller has seen everything stored up to it
+	last   uint64 // the last sequence handled
+	index  int64  // the last page index handled, -1 before the first
+	first  int64  // index of the first page handled, -1 before
+	seen   bool   // something of the job's results was read
+
+	settled bool
+	st      job.Settlement
+}
+
+func (w *watch) run(ctx context.Context) (job.Settlement, error) {
+	nc := w.c.js.Conn()
+	sub, err := nc.SubscribeSync(w.c.subjects.Watch(w.id))
 	if err != nil {
-		return st, watchFailed(ctx, id, err)
+		return w.st, fmt.Errorf("subscribe: %w", err)
 	}
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	defer it.Stop()
-	for {
-		m, err := it.Next()
+	defer sub.Unsubscribe()
+	// The server has the interest once the flush returns: from then on nothing stored is missed.
+	fctx, cancel := context.WithTimeout(ctx, w.c.requestTimeout())
+	defer cancel()
+	if err := nc.FlushWithContext(fctx); err != nil {
+		return w.st, withCtx(ctx, fmt.Errorf("subscribe: %w", err))
+	}
+	if err := w.catchUp(ctx); err != nil || w.settled {
+		return w.st, w.end(err)
+	}
+	if !w.seen {
+		// Nothing of the job's results is stored: it must be queued, or unknown.
+		_, err := w.c.lastMsg(ctx, w.c.subjects.JobsStream(), w.c.subjects.JobByID(w.id))
+		if errors.Is(err, errNoMessage) {
+			return w.st, ErrNotFound
+		}
 		if err != nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return st, fmt.Errorf("watch %s: %w: %w", id, ErrNoSettlement, cerr)
-			}
-			return st, fmt.Errorf("watch %s: %w", id, err)
-		}
-		if m.Headers().Get(headerMarkerReason) != "" {
-			return st, fmt.Errorf("watch %s: %w", id, ErrExpired)
-		}
-		if m.Subject() == c.subjects.Settled(id) {
-			if err := json.Unmarshal(m.Data(), &st); err != nil {
-				return st, fmt.Errorf("decode settlement of %s: %w", id, err)
-			}
-			return st, nil
-		}
-		if onPage == nil {
-			continue
-		}
-		h := m.Headers()
-		p := Page{Stream: h.Get(job.HeaderStream), Data: m.Data()}
-		if meta, err := m.Metadata(); err == nil {
-			p.Sequence = meta.Sequence.Stream
-		}
-		p.Index, _ = strconv.ParseInt(h.Get(job.HeaderPage), 10, 64)
-		p.Offset, _ = strconv.ParseInt(h.Get(job.HeaderOffset), 10, 64)
-		p.Attempt, _ = strconv.ParseInt(h.Get(job.HeaderAttempt), 10, 64)
-		if err := onPage(p); err != nil {
-			return st, err
+			return w.st, err
 		}
 	}
+	for {
+		wctx, cancel := context.WithTimeout(ctx, backstop)
+		m, err := sub.NextMsgWithContext(wctx)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return w.st, ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			err = w.recheck(ctx)
+		case err != nil:
+			return w.st, err
+		default:
+			err = w.live(ctx, m)
+		}
+		if err != nil || w.settled {
+			return w.st, w.end(err)
+		}
+	}
+}
+
+// end adds ErrExpired to a watch from the start of a settled job whose first pages expired.
+func (w *watch) end(err error) error {
+	if err == nil && w.settled && w.after == 0 && w.st.Pages > 0 && w.first != 0 {
+		return ErrExpired
+	}
+	return err
+}
+
+// live handles one republished message: in order it is handled at once, past a gap (a stored
+// page that did not reach this watch) or as a settlement, what was stored is read again first.
+func (w *watch) live(ctx context.Context, m *nats.Msg) error {
+	sm, err := parseDirect(m)
+	if err != nil {
+		return err
+	}
+	if sm.Sequence <= w.last {
+		return nil
+	}
+	prev, _ := strconv.ParseUint(m.Header.Get(headerLastSequence), 10, 64)
+	if prev > w.last || sm.Subject == w.c.subjects.Settled(w.id) {
+		return w.catchUp(ctx)
+	}
+	return w.handle(sm)
+}
+
+// recheck is the backstop: one direct get of the job's last stored result, and a catch-up only
+// when it is one this watch has not handled.
+func (w *watch) recheck(ctx context.Context) error {
+	sm, err := w.c.lastMsg(ctx, w.c.subjects.ResultsStream(), w.c.subjects.Results(w.id))
+	switch {
+	case errors.Is(err, errNoMessage):
+		return nil
+	case err != nil:
+		return err
+	case sm.Sequence <= w.last:
+		return nil
+	}
+	return w.catchUp(ctx)
+}
+
+// catchUp reads what the stream stored of the job after the last sequence handled.
+func (w *watch) catchUp(ctx context.Context) error {
+	_, err := w.c.scan(ctx, w.c.subjects.ResultsStream(), w.c.subjects.Results(w.id), w.last+1, func(sm storedMsg) error {
+		if w.settled {
+			return nil
+		}
+		return w.handle(sm)
+	})
+	return err
+}
+
+// handle takes one stored message of the job, in stream order.
+func (w *watch) handle(sm storedMsg) error {
+	if sm.Sequence <= w.last {
+		return nil
+	}
+	w.last, w.seen = sm.Sequence, true
+	if sm.Subject == w.c.subjects.Settled(w.id) {
+		if err := json.Unmarshal(sm.Data, &w.st); err != nil {
+			return fmt.Errorf("decode settlement: %w", err)
+		}
+		w.settled = true
+		return nil
+	}
+	h := sm.Header
+	p := Page{Stream: h.Get(job.HeaderStream), Data: sm.Data, Sequence: sm.Sequence}
+	p.Index, _ = strconv.ParseInt(h.Get(job.HeaderPage), 10, 64)
+	p.Offset, _ = strconv.ParseInt(h.Get(job.HeaderOffset), 10, 64)
+	p.Attempt, _ = strconv.ParseInt(h.Get(job.HeaderAttempt), 10, 64)
+	if p.Index <= w.index {
+		return nil
+	}
+	w.index = p.Index
+	if w.first < 0 {
+		w.first = p.Index
+	}
+	if w.onPage == nil {
+		return nil
+	}
+	return w.onPage(p)
 }
 
 // errStopped ends a watch whose iterator's consumer stopped ranging.

@@ -11,11 +11,11 @@ import (
 
 func ExampleNewSubjects() {
 	s, _ := job.NewSubjects("acme-a")
-	fmt.Println(s.Jobs("default"))
+	fmt.Println(s.Job("default", "acme", "6b0f"))
 	fmt.Println(s.Settled("6b0f"))
 	fmt.Println(s.JobsStream(), s.Consumer("default"))
 	// Output:
-	// acme-a.jobs.default
+	// acme-a.jobs.default.acme.6b0f
 	// acme-a.results.6b0f.settled
 	// ACME_A_JOBS ACME_A_WORKERS_default
 }

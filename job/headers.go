@@ -16,3 +16,8 @@ const (
 	Stdout = "stdout"
 	Stderr = "stderr"
 )
+
+// MetadataPageTTL is the key of the results stream's metadata that says how long an output page
+// is kept (a Go duration): workers publish each page with that per-message TTL, while the
+// settlement lives for the stream's MaxAge, the job's record.
+const MetadataPageTTL = "runfleet_page_ttl"

@@ -40,27 +40,31 @@ const (
 
 // Reasons for [StatusRejected].
 const (
-	ReasonInvalidJSON      Reason = "invalid_json"
-	ReasonInvalidID        Reason = "invalid_id"
-	ReasonIDMismatch       Reason = "id_mismatch"
-	ReasonMissingLanguage  Reason = "missing_language"
-	ReasonUnknownLanguage  Reason = "unknown_language"
-	ReasonMissingCode      Reason = "missing_code"
-	ReasonInvalidCode      Reason = "invalid_code"
-	ReasonInvalidPreload   Reason = "invalid_preload"
-	ReasonInvalidArgs      Reason = "invalid_args"
-	ReasonInvalidStdin     Reason = "invalid_stdin"
-	ReasonPayloadTooLarge  Reason = "payload_too_large"
-	ReasonInvalidLimits    Reason = "invalid_limits"
-	ReasonInvalidPath      Reason = "invalid_path"
-	ReasonInvalidFiles     Reason = "invalid_files"
-	ReasonInvalidEnv       Reason = "invalid_env"
-	ReasonInvalidDeadline  Reason = "invalid_deadline"
-	ReasonInvalidLabels    Reason = "invalid_labels"
-	ReasonInvalidOutputs   Reason = "invalid_outputs"
-	ReasonDuplicateKey     Reason = "duplicate_key"
-	ReasonTooDeep          Reason = "too_deep"
-	ReasonMissingMessageID Reason = "missing_msg_id"
+	ReasonInvalidJSON     Reason = "invalid_json"
+	ReasonInvalidID       Reason = "invalid_id"
+	ReasonIDMismatch      Reason = "id_mismatch"
+	ReasonMissingLanguage Reason = "missing_language"
+	ReasonUnknownLanguage Reason = "unknown_language"
+	ReasonMissingCode     Reason = "missing_code"
+	ReasonInvalidCode     Reason = "invalid_code"
+	ReasonInvalidPreload  Reason = "invalid_preload"
+	ReasonInvalidArgs     Reason = "invalid_args"
+	ReasonInvalidStdin    Reason = "invalid_stdin"
+	ReasonPayloadTooLarge Reason = "payload_too_large"
+	ReasonInvalidLimits   Reason = "invalid_limits"
+	ReasonInvalidPath     Reason = "invalid_path"
+	ReasonInvalidFiles    Reason = "invalid_files"
+	ReasonInvalidEnv      Reason = "invalid_env"
+	ReasonInvalidDeadline Reason = "invalid_deadline"
+	ReasonInvalidLabels   Reason = "invalid_labels"
+	ReasonInvalidOutputs  Reason = "invalid_outputs"
+	ReasonDuplicateKey    Reason = "duplicate_key"
+	ReasonTooDeep         Reason = "too_deep"
+	// Reasons of records on the rejected subject (job.Rejection), for a job message no
+	// settlement subject can name: its subject does not parse, or its id was first claimed from
+	// another queue or tenant.
+	ReasonInvalidSubject Reason = "invalid_subject"
+	ReasonDuplicateID    Reason = "duplicate_id"
 )
 
 // Reasons for [StatusError], [StatusUnknown] and [StatusCancelled].
@@ -149,8 +153,8 @@ func (s Status) Ran() bool {
 	return s == StatusSucceeded || s == StatusFailed || s == StatusTimedOut
 }
 
-// Rejection is the record published on the rejected subject for a job message whose id could not
-// be read, so that no settlement subject can name it.
+// Rejection is the record published on the rejected subject for a job message that no settlement
+// subject can name: its subject does not parse, or its id belongs to a job of another subject.
 type Rejection struct {
 	StreamSeq uint64 `json:"stream_seq"`
 	Subject   string `json:"subject"`

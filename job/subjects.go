@@ -72,12 +72,6 @@ func NewSubjects(prefix string) (Subjects, error) {
 // Prefix is the prefix the names derive from.
 func (s Subjects) Prefix() string { return s.prefix }
 
-// Jobs is the subject that job requests for queue are published to.
-func (s Subjects) Jobs(queue string) string { return s.prefix + ".jobs." + queue }
-
-// AllJobs matches the job subjects of every queue.
-func (s Subjects) AllJobs() string { return s.prefix + ".jobs.*" }
-
 // Job is the subject of job id of tenant on queue (protocol version 2): the stream keeps one
 // message per such subject, so a lookup by id is a subject-index read.
 func (s Subjects) Job(queue, tenant, id string) string {

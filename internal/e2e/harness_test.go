@@ -218,15 +218,16 @@ func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context
 }
 
 // queueDrained waits until every job message is acked: no redelivery can store anything more.
+// The stream keeps the requests; the queue's consumer says what is left to deliver or ack.
 func (f *fleet) queueDrained(within time.Duration) {
 	f.t.Helper()
-	s, err := f.js.Stream(f.t.Context(), "RUNFLEET_JOBS")
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	testenv.WaitFor(f.t, within, "job messages acked", func() bool {
-		info, err := s.Info(f.t.Context())
-		return err == nil && info.State.Msgs == 0
+		c, err := f.js.Consumer(f.t.Context(), "RUNFLEET_JOBS", "RUNFLEET_WORKERS_"+job.DefaultQueue)
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(f.t.Context())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
 	})
 }
 

@@ -27,6 +27,8 @@
 //
 //   - settled: the job already settled; ack the message, run nothing.
 //   - held: another worker holds a live lease; leave the message to it.
+//   - foreign: the record was first claimed from another job subject (the same id published on
+//     another queue or tenant); reject the message, run nothing. A record keeps its subject.
 //   - run: no earlier claim reserved a dispatch (no record on a first delivery, or state claimed);
 //     the code provably never reached a sandbox, so it may run now.
 //   - unknown: an earlier claim reserved a dispatch and no settlement was recorded; the code may

@@ -113,19 +113,22 @@ const (
 	ModeRecordLost Mode = "record_lost"
 	ModeSettled    Mode = "settled"
 	ModeHeld       Mode = "held"
+	ModeForeign    Mode = "foreign"
 )
 
 // Delivery is what the claimer knows of the message.
 type Delivery struct {
 	Count    uint64    // JetStream delivery count, 1 for the first
 	QueuedAt time.Time // when JetStream stored the job
+	Subject  string    // the message's subject, which the record keeps from the first claim
 }
 
-// Claim is the outcome of [Store.Claim]. Lease is nil for ModeSettled and ModeHeld.
+// Claim is the outcome of [Store.Claim]. Lease is nil for ModeSettled, ModeHeld and ModeForeign.
 type Claim struct {
 	Mode     Mode
 	Failures int    // pre-dispatch failures counted so far
 	Status   string // for ModeSettled: the stored status
+	Subject  string // for ModeForeign: the subject the job was first claimed from
 	Lease    *Lease
 }
 
@@ -133,7 +136,7 @@ type Claim struct {
 func (s *Store) Claim(ctx context.Context, id, owner string, d Delivery) (Claim, error) {
 	sent := s.since()
 	res, err := claimScript.Run(ctx, s.rdb, []string{s.recordKey(id), s.leaseKey(id), s.epochKey()},
-		owner, s.o.TTL.Milliseconds(), d.Count, d.QueuedAt.UnixMilli(), s.o.RecordTTL.Milliseconds(), s.o.Skew.Milliseconds()).Slice()
+		owner, s.o.TTL.Milliseconds(), d.Count, d.QueuedAt.UnixMilli(), s.o.RecordTTL.Milliseconds(), s.o.Skew.Milliseconds(), d.Subject).Slice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("claim %s: %w", id, err)
 	}
@@ -148,6 +151,8 @@ func (s *Store) Claim(ctx context.Context, id, owner string, d Delivery) (Claim,
 	switch c.Mode {
 	case ModeSettled:
 		c.Status = detail
+	case ModeForeign:
+		c.Subject = detail
 	case ModeHeld:
 	default:
 		c.Lease = &Lease{s: s, id: id, owner: owner, gen: gen}

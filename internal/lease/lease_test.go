@@ -37,7 +37,10 @@ func expire(t *testing.T, rdb *redis.Client, id string) {
 func claim(t *testing.T, s *lease.Store, id, owner string, d lease.Delivery) lease.Claim {
 	t.Helper()
 	if d.Count == 0 {
-		d = lease.Delivery{Count: 1, QueuedAt: time.Now()}
+		d.Count, d.QueuedAt = 1, time.Now()
+	}
+	if d.Subject == "" {
+		d.Subject = "runfleet.jobs.default.default." + id
 	}
 	c, err := s.Claim(t.Context(), id, owner, d)
 	if err != nil {
@@ -92,6 +95,16 @@ func TestClaimModes(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, want: lease.ModeSettled},
+		{name: "the same id from another subject is foreign", setup: func(t *testing.T, id string) {
+			claim(t, s, id, "w1", lease.Delivery{Subject: "runfleet.jobs.other.default." + id})
+			expire(t, rdb, id)
+		}, want: lease.ModeForeign},
+		{name: "the same id from another subject is foreign once settled", setup: func(t *testing.T, id string) {
+			l := claim(t, s, id, "w1", lease.Delivery{Subject: "runfleet.jobs.default.acme." + id}).Lease
+			if err := l.Settled(ctx, "succeeded"); err != nil {
+				t.Fatal(err)
+			}
+		}, want: lease.ModeForeign},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

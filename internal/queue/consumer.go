@@ -33,8 +33,8 @@ func Consumer(ctx context.Context, js jetstream.JetStream, s job.Subjects, queue
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       s.Consumer(queue),
-		Description:   "runfleet workers of queue " + queue,
-		FilterSubject: s.Jobs(queue),
+		Description:   "runfleet workers of queue " + queue + ", every tenant",
+		FilterSubject: s.QueueJobs(queue),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cmp.Or(o.AckWait, 30*time.Second),
 		MaxDeliver:    -1,

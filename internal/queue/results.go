@@ -48,6 +48,21 @@ func (r *Results) stream(ctx context.Context, name string) (jetstream.Stream, er
 	return s, nil
 }
 
+// pageTTL is how long the results stream keeps a page (job.MetadataPageTTL): pages expire
+// before the settlement, which lives for the job's record. Zero (no TTL: the stream's MaxAge)
+// when the stream names none or cannot be read.
+func (r *Results) pageTTL(ctx context.Context) time.Duration {
+	s, err := r.stream(ctx, r.subjects.ResultsStream())
+	if err != nil {
+		return 0
+	}
+	ttl, err := time.ParseDuration(s.CachedInfo().Config.Metadata[job.MetadataPageTTL])
+	if err != nil || ttl < time.Second {
+		return 0
+	}
+	return ttl
+}
+
 func conflict(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
@@ -167,9 +182,12 @@ func (c *Chain) msgID(what string) string {
 	return c.id + "." + strconv.FormatInt(c.attempt, 10) + "." + what
 }
 
-// Page stores one output page.
+// Page stores one output page, with the results stream's page TTL when it names one.
 func (c *Chain) Page(ctx context.Context, stream string, index, offset int64, data []byte) error {
 	m := c.msg(c.r.subjects.Page(c.id), data)
+	if ttl := c.r.pageTTL(ctx); ttl > 0 {
+		m.Header.Set(jetstream.MsgTTLHeader, ttl.String())
+	}
 	m.Header.Set(job.HeaderStream, stream)
 	m.Header.Set(job.HeaderPage, strconv.FormatInt(index, 10))
 	m.Header.Set(job.HeaderOffset, strconv.FormatInt(offset, 10))

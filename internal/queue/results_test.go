@@ -193,3 +193,38 @@ func TestConsumerRaisesAnOlderAckWait(t *testing.T) {
 		}
 	}
 }
+
+// TestPageTTL: pages carry the results stream's page TTL, so they expire before the settlement,
+// which has none and lives for the stream's MaxAge (the job's record).
+func TestPageTTL(t *testing.T) {
+	srv := testenv.StartNATS(t)
+	js, err := jetstream.New(srv.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := job.NewSubjects("")
+	if err := runfleet.EnsureStreams(t.Context(), js, s, runfleet.StreamOptions{ResultsMaxAge: 90 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	c := queue.NewResults(js, s).Chain("j", 1, "")
+	if err := c.Page(ctx, job.Stdout, 0, 0, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Settle(ctx, job.Settlement{JobID: "j", Status: job.StatusSucceeded, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, s.ResultsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subject, want := range map[string]string{s.Page("j"): "1h30m0s", s.Settled("j"): ""} {
+		m, err := stream.GetLastMsgForSubject(ctx, subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := m.Header.Get(jetstream.MsgTTLHeader); got != want {
+			t.Errorf("%s: Nats-TTL = %q, want %q", subject, got, want)
+		}
+	}
+}

@@ -56,11 +56,12 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 		_ = m.Term()
 		return
 	}
-	id := m.Headers().Get(job.HeaderMsgID)
-	if !job.ValidID(id) {
-		r.rejectUnreadable(runCtx, q, m, meta, id)
+	j, rej := queue.ParseJob(r.subjects, m)
+	if rej != nil {
+		r.reject(runCtx, q, m, meta, *rej)
 		return
 	}
+	id := j.ID
 	a := &attempt{q: q, m: m, meta: meta, id: id, trace: m.Headers().Get(job.HeaderTraceparent),
 		log: r.log.With("job_id", id, "queue", q, "delivery", meta.NumDelivered)}
 	a.base = job.Settlement{JobID: id, Worker: r.o.Worker, Provider: r.provider.Name(), QueuedAt: meta.Timestamp.UTC()}
@@ -77,7 +78,7 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 	r.cancels.add(a, cancel)
 	defer r.cancels.remove(a)
 
-	claim, err := r.leases.Claim(jctx, id, r.o.Worker, lease.Delivery{Count: meta.NumDelivered, QueuedAt: meta.Timestamp})
+	claim, err := r.leases.Claim(jctx, id, r.o.Worker, lease.Delivery{Count: meta.NumDelivered, QueuedAt: meta.Timestamp, Subject: m.Subject()})
 	if err != nil {
 		a.log.Error("claim", "err", err)
 		_ = m.NakWithDelay(time.Second)
@@ -92,6 +93,10 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 	case lease.ModeHeld:
 		a.log.Info("held by another worker")
 		_ = m.NakWithDelay(r.leases.TTL())
+		return
+	case lease.ModeForeign:
+		r.reject(runCtx, q, m, meta, job.Rejection{Subject: m.Subject(), Reason: job.ReasonDuplicateID,
+			Detail: "job id " + id + " was first claimed from " + claim.Subject})
 		return
 	}
 	a.lease = claim.Lease
@@ -125,20 +130,22 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 	r.run(jctx, leaseCtx, a, claim.Failures)
 }
 
-func (r *Runner) rejectUnreadable(ctx context.Context, q string, m jetstream.Msg, meta *jetstream.MsgMetadata, id string) {
-	reason := job.ReasonInvalidID
-	detail := "Nats-Msg-Id is not a valid job id"
-	if id == "" {
-		reason, detail = job.ReasonMissingMessageID, "no Nats-Msg-Id header"
-	}
-	rec := job.Rejection{StreamSeq: meta.Sequence.Stream, Subject: m.Subject(), Reason: reason, Detail: detail}
+// reject records rec for a job message no settlement subject can name, then deletes it from the
+// jobs stream, where it would otherwise be kept and found by a lookup of its id.
+func (r *Runner) reject(ctx context.Context, q string, m jetstream.Msg, meta *jetstream.MsgMetadata, rec job.Rejection) {
+	rec.StreamSeq = meta.Sequence.Stream
 	if err := r.results.Reject(ctx, rec); err != nil {
 		r.log.Error("record rejection", "queue", q, "stream_seq", rec.StreamSeq, "err", err)
 		_ = m.NakWithDelay(time.Second)
 		return
 	}
-	r.log.Info("rejected unreadable message", "queue", q, "stream_seq", rec.StreamSeq, "reason", reason)
-	r.o.Observer.Settled(q, job.StatusRejected, reason, 0, 0)
+	if err := r.results.Remove(ctx, rec.StreamSeq); err != nil {
+		r.log.Error("remove rejected message", "queue", q, "stream_seq", rec.StreamSeq, "err", err)
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	r.log.Info("rejected job message", "queue", q, "stream_seq", rec.StreamSeq, "subject", rec.Subject, "reason", rec.Reason)
+	r.o.Observer.Settled(q, job.StatusRejected, rec.Reason, 0, 0)
 	_ = m.DoubleAck(ctx)
 }
 

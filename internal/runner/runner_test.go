@@ -2,12 +2,15 @@ package runner_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet"
@@ -275,9 +278,14 @@ func TestBadInputCorpus(t *testing.T) {
 			t.Fatalf("%s: SubmitRaw() error = %v", c.Name, err)
 		}
 	}
-	for _, c := range jobtest.UnreadableIDs {
-		if _, err := f.client.SubmitRaw(t.Context(), "default", c.ID, []byte(`{"language":"python3","code":"print(1)"}`), nil); err != nil {
-			t.Fatalf("%s: SubmitRaw() error = %v", c.Name, err)
+	for _, c := range jobtest.UnreadableJobs {
+		m := nats.NewMsg(f.subjects.Job("default", c.Tenant, c.ID))
+		m.Data = []byte(`{"language":"python3","code":"print(1)"}`)
+		if c.MsgID != "" {
+			m.Header.Set(job.HeaderMsgID, c.MsgID)
+		}
+		if _, err := f.js.PublishMsg(t.Context(), m); err != nil {
+			t.Fatalf("%s: publish error = %v", c.Name, err)
 		}
 	}
 	for _, c := range corpus {
@@ -303,16 +311,18 @@ func TestBadInputCorpus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := ri.State.Subjects[f.subjects.Rejected()]; got != uint64(len(jobtest.UnreadableIDs)) {
-		t.Errorf("records on the rejected subject = %d, want %d", got, len(jobtest.UnreadableIDs))
+	if got := ri.State.Subjects[f.subjects.Rejected()]; got != uint64(len(jobtest.UnreadableJobs)) {
+		t.Errorf("records on the rejected subject = %d, want %d", got, len(jobtest.UnreadableJobs))
 	}
 	jobs, err := js.Stream(t.Context(), f.subjects.JobsStream())
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 30*time.Second, "every message removed from the jobs stream", func() bool {
+	// The stream keeps every request it served; the unreadable ones are deleted.
+	want := uint64(len(corpus) + 1)
+	testenv.WaitFor(t, 30*time.Second, "the unreadable messages removed from the jobs stream", func() bool {
 		ji, err := jobs.Info(t.Context())
-		return err == nil && ji.State.Msgs == 0
+		return err == nil && ji.State.Msgs == want
 	})
 	if n := f.dispatches(); len(n) != 1 {
 		t.Errorf("dispatches = %v, want only the good job", n)
@@ -436,8 +446,9 @@ func TestCancelWhileReconnecting(t *testing.T) {
 	}
 }
 
-// TestRepublishedAfterTheDedupWindow republishes a settled job's id once JetStream no longer
-// dedups it: the Redis record, not the stream, stops it running again.
+// TestRepublishedAfterTheDedupWindow republishes a settled job's id once JetStream's duplicate
+// window has passed: the jobs stream still refuses it (one message per job subject), the publisher
+// is told it is a duplicate, and nothing runs.
 func TestRepublishedAfterTheDedupWindow(t *testing.T) {
 	f := newFleetWith(t, runfleet.StreamOptions{Duplicates: time.Second})
 	f.startWorker(workerOpts{})
@@ -445,26 +456,81 @@ func TestRepublishedAfterTheDedupWindow(t *testing.T) {
 	if first := f.run(req); first.st.Status != job.StatusSucceeded {
 		t.Fatalf("first run settled %s", first.st.Status)
 	}
-	testenv.WaitFor(t, 30*time.Second, "the id stored again past the dedup window", func() bool {
+	// Inside the window the ack says duplicate with the stored sequence; past it the per-subject
+	// limit refuses the publish, which the client reports as a duplicate with no sequence.
+	testenv.WaitFor(t, 30*time.Second, "a publish of the id past the dedup window told duplicate", func() bool {
 		sub, err := f.client.Submit(t.Context(), "", req, nil)
-		return err == nil && !sub.Duplicate
+		if err != nil || !sub.Duplicate {
+			t.Fatalf("Submit() again = %+v, %v; want a duplicate and no error", sub, err)
+		}
+		return sub.Sequence == 0
 	})
-	js, err := jetstream.New(f.nats.Conn())
+	jobs, err := f.js.Stream(t.Context(), f.subjects.JobsStream())
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs, err := js.Stream(t.Context(), f.subjects.JobsStream())
+	if info, err := jobs.Info(t.Context()); err != nil || info.State.Msgs != 1 {
+		t.Errorf("jobs stream holds %v messages (%v), want the first request only", info.State.Msgs, err)
+	}
+	cons, err := f.js.Consumer(t.Context(), f.subjects.JobsStream(), f.subjects.Consumer("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 30*time.Second, "the republished message acked", func() bool {
-		info, err := jobs.Info(t.Context())
-		return err == nil && info.State.Msgs == 0
-	})
+	if ci, err := cons.Info(t.Context()); err != nil || ci.NumPending != 0 || ci.NumAckPending != 0 {
+		t.Errorf("consumer info = %+v (%v), want nothing left to deliver", ci, err)
+	}
 	if got := f.dispatches()[req.ID]; got != 1 {
 		t.Errorf("dispatches = %d, want 1", got)
 	}
 	if st, err := f.client.Watch(t.Context(), req.ID, nil); err != nil || st.Attempt != 1 {
 		t.Errorf("settlement = attempt %d (%v), want the first attempt's", st.Attempt, err)
+	}
+}
+
+// TestSameIDOnAnotherTenant: a job id published again under another tenant past the duplicate
+// window (inside it JetStream dedups the id whatever the subject) is another subject, which the
+// stream stores; the worker rejects it at claim, records it on the rejected subject, deletes it,
+// and the code runs once.
+func TestSameIDOnAnotherTenant(t *testing.T) {
+	f := newFleetWith(t, runfleet.StreamOptions{Duplicates: time.Second})
+	f.startWorker(workerOpts{})
+	req := job.Request{ID: "one-id", Language: "python3", Code: "print('once')"}
+	if first := f.run(req); first.st.Status != job.StatusSucceeded {
+		t.Fatalf("first run settled %s", first.st.Status)
+	}
+	var sub runfleet.Submitted
+	testenv.WaitFor(t, 30*time.Second, "the id stored under tenant acme past the dedup window", func() bool {
+		var err error
+		sub, err = f.client.Submit(t.Context(), "", req, &runfleet.SubmitOptions{Tenant: "acme"})
+		if err != nil {
+			t.Fatalf("Submit(tenant acme) error = %v", err)
+		}
+		return !sub.Duplicate
+	})
+	results, err := f.js.Stream(t.Context(), f.subjects.ResultsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec job.Rejection
+	testenv.WaitFor(t, 30*time.Second, "a record on the rejected subject", func() bool {
+		m, err := results.GetLastMsgForSubject(t.Context(), f.subjects.Rejected())
+		return err == nil && json.Unmarshal(m.Data, &rec) == nil
+	})
+	if rec.Reason != job.ReasonDuplicateID || rec.Subject != f.subjects.Job("default", "acme", req.ID) || rec.StreamSeq != sub.Sequence {
+		t.Errorf("rejection = %+v, want duplicate_id of the acme message", rec)
+	}
+	jobs, err := f.js.Stream(t.Context(), f.subjects.JobsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the rejected message deleted", func() bool {
+		_, err := jobs.GetMsg(t.Context(), sub.Sequence)
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	})
+	if got := f.dispatches()[req.ID]; got != 1 {
+		t.Errorf("dispatches = %d, want 1", got)
+	}
+	if st, err := f.client.Watch(t.Context(), req.ID, nil); err != nil || st.Attempt != 1 || st.Status != job.StatusSucceeded {
+		t.Errorf("settlement = %+v (%v), want the first attempt's", st, err)
 	}
 }

@@ -106,17 +106,31 @@ func BadInputs(maxBody int) []BadInput {
 	}
 }
 
-// UnreadableIDs are Nats-Msg-Id values (or none) that cannot name a job; such messages are
-// recorded on the rejected subject instead of settled.
+// UnreadableIDs are values (or none) that cannot name a job.
 var UnreadableIDs = []struct {
 	Name, ID string
 }{
-	{"no Nats-Msg-Id", ""},
+	{"no id", ""},
 	{"id with dot", "a.b"},
 	{"id with star", "a*"},
 	{"id with gt", "a>"},
 	{"id with space", "a b"},
 	{"id of 200 characters", strings.Repeat("a", 200)},
+}
+
+// UnreadableJobs are job messages on the default queue that no settlement subject can name: a
+// tenant or id token that does not parse, or a Nats-Msg-Id naming another id than the subject's.
+// Such messages are recorded on the rejected subject instead of settled.
+var UnreadableJobs = []struct {
+	Name, Tenant, ID, MsgID string
+}{
+	{"id with star", "default", "a*", ""},
+	{"id with gt", "default", "a>", ""},
+	{"id starting with a dash", "default", "-a", ""},
+	{"id of 200 characters", "default", strings.Repeat("a", 200), ""},
+	{"tenant in capitals", "ACME", "unread-1", ""},
+	{"tenant of 65 characters", strings.Repeat("t", 65), "unread-2", ""},
+	{"Nats-Msg-Id of another id", "default", "unread-3", "other"},
 }
 
 // labels returns n distinct valid label pairs.
