@@ -32,6 +32,7 @@ import (
 	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
 	"github.com/runfleet/runfleet/internal/redisurl"
+	"github.com/runfleet/runfleet/internal/redrive"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/job"
@@ -274,6 +275,11 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 	warm := pool.New(provider, shapes, pool.Options{Size: c.warm, MaxAge: c.warmMaxAge, Refills: c.warmRefills, Logger: log, Observer: m})
 	index := jobindex.New(rdb, jobindex.Options{Prefix: c.prefix})
+	client, err := runfleet.NewClient(startCtx, nil, runfleet.Options{Prefix: c.prefix, JetStream: js, SkipStreams: true})
+	if err != nil {
+		return err
+	}
+	redrives := redrive.New(redrive.ClientFleet{Client: client}, index, rdb, redrive.Options{Prefix: c.prefix, Logger: log})
 	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
 		MaxFailures: c.maxFailures, Sandbox: sopts, Sandboxes: warm,
@@ -329,6 +335,11 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	bg.Go(func() {
 		if err := index.Serve(ctx, nc, subjects, log); err != nil {
 			log.Error("job index", "err", err)
+		}
+	})
+	bg.Go(func() {
+		if err := redrives.Serve(ctx, nc, subjects); err != nil {
+			log.Error("redrive service", "err", err)
 		}
 	})
 	bg.Go(func() {
