@@ -152,9 +152,10 @@ func cmpDash(s string) string {
 	return s
 }
 
-const showUsage = `usage: submit show ID [flags]
+const showUsage = `usage: submit show ID [--request] [flags]
 
-Prints job ID's settlement as JSON.
+Prints job ID's settlement as JSON and, with --request, then the request it was stored with (as
+{"queue","tenant","request"}).
 
 Flags:
 `
@@ -164,13 +165,14 @@ func showCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	var o options
 	fs := newFlagSet("submit show", showUsage, stdout)
 	listFlags(fs, &o)
+	withRequest := fs.Bool("request", false, "also print the stored request (code, files, env)")
 	pos, _, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
 	if err != nil {
 		return parseFailed(stdout, stderr, err)
 	}
 	switch {
 	case len(pos) != 1:
-		cli.Fail(stderr, "submit", errors.New("usage: submit show ID"))
+		cli.Fail(stderr, "submit", errors.New("usage: submit show ID [--request]"))
 		return exitOther
 	case !job.ValidID(pos[0]):
 		cli.Fail(stderr, "submit", fmt.Errorf("%q: %w", pos[0], job.ErrInvalidID))
@@ -194,6 +196,20 @@ func showCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		return fail(stderr, describe(id, err))
 	default:
 		if err := enc.Encode(raw); err != nil {
+			return fail(stderr, err)
+		}
+	}
+	if *withRequest {
+		req, err := c.Request(ctx, id)
+		if err != nil {
+			return fail(stderr, describe(id, err))
+		}
+		stored := struct {
+			Queue   string          `json:"queue"`
+			Tenant  string          `json:"tenant"`
+			Request json.RawMessage `json:"request"`
+		}{req.Queue, req.Tenant, req.Body}
+		if err := enc.Encode(stored); err != nil {
 			return fail(stderr, err)
 		}
 	}

@@ -48,6 +48,17 @@ func TestJobsAndShow(t *testing.T) {
 	if err := json.Unmarshal([]byte(show.stdout), &st); show.code != 0 || err != nil || st.JobID != ids[0] || *st.ExitCode != 5 {
 		t.Errorf("show %s = %d %q %q (%v), want its settlement", ids[0], show.code, show.stdout, show.stderr, err)
 	}
+	withReq := submit(t, "", "show", ids[1], "--request")
+	dec := json.NewDecoder(strings.NewReader(withReq.stdout))
+	var st2 job.Settlement
+	var stored struct {
+		Queue, Tenant string
+		Request       job.Request
+	}
+	if err := dec.Decode(&st2); err != nil || dec.Decode(&stored) != nil || withReq.code != 0 ||
+		stored.Request.Code != "import sys; sys.exit(6)" || stored.Queue != job.DefaultQueue {
+		t.Errorf("show %s --request = %d %q %q, want the settlement then the stored request", ids[1], withReq.code, withReq.stdout, withReq.stderr)
+	}
 	for _, bad := range [][]string{{"jobs", "--status", "bogus"}, {"jobs", "--since", "yesterday"}, {"jobs", "x"}, {"show"}, {"show", "no such"}} {
 		if got := submit(t, "", bad...); got.code != exitOther || strings.Count(got.stderr, "\n") != 1 {
 			t.Errorf("submit %q = %d %q, want 125 and one line", bad, got.code, got.stderr)

@@ -114,7 +114,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/redrives", g.startRedrive)
 	mux.HandleFunc("GET /v1/redrives/{id}", g.redriveRun)
 	mux.HandleFunc("DELETE /v1/redrives/{id}", g.redriveRun)
-	mux.HandleFunc("GET /v1/jobs/{id}", g.settlement)
+	mux.HandleFunc("GET /v1/jobs/{id}", g.jobOrInspect)
 	mux.HandleFunc("GET /v1/jobs/{id}/events", g.events)
 	mux.HandleFunc("DELETE /v1/jobs/{id}", g.cancel)
 	mux.HandleFunc("GET /v1/jobs/{id}/artifacts/{path...}", g.artifact)

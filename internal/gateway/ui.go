@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"net/http"
 
 	"github.com/runfleet/runfleet/internal/webui"
@@ -12,7 +14,13 @@ import (
 func (g *Gateway) newUI() (*webui.UI, error) {
 	secret := sha256.Sum256([]byte("runfleet web view\x00" + g.o.APIKey))
 	return webui.New(webui.Options{Client: g.client, NATS: g.nc, Secret: secret[:], Logger: g.log,
-		Authorize: g.authorizeKey, Artifact: http.HandlerFunc(g.artifact)})
+		Authorize: g.authorizeKey, Artifact: http.HandlerFunc(g.artifact), Request: g.storedRequest})
+}
+
+// storedRequest is a job's stored request and its tenant, for the web view.
+func (g *Gateway) storedRequest(ctx context.Context, id string) (json.RawMessage, string, error) {
+	r, err := g.client.Request(ctx, id)
+	return r.Body, r.Tenant, err
 }
 
 // authorizeKey says who key is, as the API's keys do: the operator's key sees every tenant.

@@ -78,6 +78,9 @@ func TestWebView(t *testing.T) {
 		_, page = get(t, c, base+"jobs/"+id)
 		return strings.Contains(page, "hello from the job")
 	})
+	if !strings.Contains(page, "hello from the job&#39;, flush=True") {
+		t.Errorf("job page does not show the stored request:\n%s", page)
+	}
 	m := csrfField.FindStringSubmatch(page)
 	if m == nil {
 		t.Fatalf("job page has no form token:\n%s", page)
