@@ -18,8 +18,9 @@ import (
 )
 
 // TestBrowser drives the web view in Debian's chromium, headless: it logs in, watches a job's
-// output arrive live, cancels a job with the page's button, and saves screenshots into
-// $RUNFLEET_SCREENSHOTS (default: the test's temporary directory).
+// output arrive live, cancels a job with the page's button, redrives a job its dead worker left
+// unknown, and saves screenshots into $RUNFLEET_SCREENSHOTS (default: the test's temporary
+// directory).
 func TestBrowser(t *testing.T) {
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
@@ -27,7 +28,7 @@ func TestBrowser(t *testing.T) {
 	}
 	f := newFleet(t, gateway.Options{})
 	srv := f.srv
-	f.startWorker()
+	victim := f.startWorker("--lease-ttl", "2s")
 	shots := os.Getenv("RUNFLEET_SCREENSHOTS")
 	if shots == "" {
 		shots = t.TempDir()
@@ -95,6 +96,34 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("job %s settled %s after the cancel button, want cancelled", long, st.Status)
 	}
 	run("the jobs list", chromedp.Navigate(srv.URL+"/ui/jobs?status=cancelled"), waitText(`table.jobs`, long), shot("jobs.png"))
+
+	// A job whose worker dies while it runs settles unknown once another worker takes it over.
+	_, out = f.post("", `{"language":"python3","code":"import time\nprint('started', flush=True)\ntime.sleep(3)\nprint('done')"}`)
+	lost := out["job_id"].(string)
+	run("the job runs", chromedp.Navigate(srv.URL+"/ui/jobs/"+lost), waitText(`#output`, "started"))
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	f.startWorker("--lease-ttl", "2s", "--id", f.prefix+"-w2")
+	if st := f.settle(lost); st.Status != "unknown" {
+		t.Fatalf("job %s settled %s after its worker died, want unknown", lost, st.Status)
+	}
+	// Redrive needs "it may have run" ticked; the new job names the old one and runs.
+	run("redrive refused without confirmation",
+		chromedp.Navigate(srv.URL+"/ui/jobs/"+lost),
+		waitText(`.summary`, "unknown"),
+		chromedp.Click(chromedp.CSS(`#redrive`)),
+		waitText(`.error`, "may have run"),
+	)
+	run("redrive confirmed",
+		chromedp.Navigate(srv.URL+"/ui/jobs/"+lost),
+		chromedp.Click(chromedp.CSS(`#may_have_run`)),
+		chromedp.Click(chromedp.CSS(`#redrive`)),
+		waitText(`.summary`, "succeeded"),
+		waitText(`.summary`, "redrive of "+lost),
+		waitText(`#output`, "done"),
+		shot("redriven.png"),
+	)
 }
 
 // waitText waits until the element sel's text contains want, reloading nothing: what the page
