@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -18,10 +20,12 @@ func TestJobsAndShow(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	nd := submit(t, "", "jobs", "--status", "failed", "--since", "10m", "--json", "--limit", "0")
-	if nd.code != 0 {
-		t.Fatalf("jobs --json = %d %q", nd.code, nd.stderr)
-	}
+	var nd call
+	// The index lists a job right after its settlement is stored, which watch saw.
+	testenv.WaitFor(t, 10*time.Second, "both jobs listed", func() bool {
+		nd = submit(t, "", "jobs", "--status", "failed", "--since", "10m", "--json", "--limit", "0")
+		return nd.code == 0 && strings.Contains(nd.stdout, ids[0]) && strings.Contains(nd.stdout, ids[1])
+	})
 	pos := map[string]int{}
 	for i, line := range strings.Split(strings.TrimSpace(nd.stdout), "\n") {
 		var l job.Listed

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -24,10 +25,13 @@ func TestRedriveUnknown(t *testing.T) {
 	}
 	ctx, cancel := contextWithTimeout(t, time.Minute)
 	defer cancel()
-	l, err := f.client.ListJobs(ctx, job.ListQuery{Status: job.StatusUnknown})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var l job.JobList
+	// The row is written right after the settlement is stored, which the watch saw.
+	testenv.WaitFor(t, 10*time.Second, "the unknown job listed", func() bool {
+		var err error
+		l, err = f.client.ListJobs(ctx, job.ListQuery{Status: job.StatusUnknown})
+		return err == nil && len(l.Jobs) > 0
+	})
 	if len(l.Jobs) != 1 || l.Jobs[0].JobID != id || l.Jobs[0].Reason != old.Reason {
 		t.Fatalf("ListJobs(unknown) = %+v, want job %s", l.Jobs, id)
 	}

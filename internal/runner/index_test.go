@@ -2,8 +2,10 @@ package runner_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/runfleet/runfleet/internal/jobindex"
+	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -17,6 +19,12 @@ func TestSettledJobsListed(t *testing.T) {
 		t.Errorf("settlement redrive_of = %q, want earlier-job", failed.st.RedriveOf)
 	}
 	ok := f.run(job.Request{Language: "python3", Code: "print(1)"})
+	var l job.JobList
+	// The row is written right after the settlement is stored, which the watch saw.
+	testenv.WaitFor(t, 10*time.Second, "both jobs listed", func() bool {
+		all, err := x.List(t.Context(), job.ListQuery{})
+		return err == nil && len(all.Jobs) == 2
+	})
 	l, err := x.List(t.Context(), job.ListQuery{Status: job.StatusFailed})
 	if err != nil {
 		t.Fatal(err)
