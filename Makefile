@@ -10,20 +10,21 @@ PKGS    := ./... ./cmd/... ./internal/... ./deploy/...
 # What --version prints: the nearest tag and commit, or "dev" outside git.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: help build demo test test-cgroup2 deps deps-demo deps-deploy image images deploy-test lint unit bench fuzz stress chaos clean
+.PHONY: help build demo test test-cgroup2 deps deps-demo deps-deploy image images deploy-test lint unit bench cpbench fuzz stress chaos clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## write bin/worker, bin/submit and bin/gateway
-	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/worker ./cmd/worker
+build: ## write bin/worker (with the small sandbox supervisor embedded), bin/submit and bin/gateway
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o cmd/worker/runfleet-supervisor ./internal/supervise/nsinit
+	CGO_ENABLED=0 $(GO) build -tags runfleet_supervisor -ldflags "-X main.version=$(VERSION)" -o bin/worker ./cmd/worker
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/submit ./cmd/submit
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/gateway ./cmd/gateway
 
 demo: deps-demo build ## run real python3 and nodejs jobs on `worker --dev` (no outside service), then one through `gateway` with curl
 	RUNFLEET_ROOTFS=$(ROOTFS) scripts/demo
 
-deps-demo: ## install what the demo needs when missing (redis-server, python3 with numpy, pandas and matplotlib, nodejs, curl)
+deps-demo: ## install what the demo needs when missing (redis-server, python3 with numpy, pandas, matplotlib, jinja2, httpx and requests, nodejs, curl)
 	scripts/setup demo
 
 deps: ## install what the suite needs when missing (scripts/programs), start dockerd, build the offline sandbox image
@@ -51,6 +52,9 @@ unit: ## the suite alone, with the race detector, on what is installed
 
 bench: build ## every benchmark once, so they keep compiling and running
 	$(GO) test -run '^$$' -bench . -benchtime=1x -timeout 10m $(PKGS)
+
+cpbench: ## the control plane alone (a provider that runs nothing, nats-server, redis-server): jobs/s, latency, CPU per job
+	$(GO) run ./internal/cmd/cpbench --cpuprofile cpbench-worker.pprof
 
 # Counts, not durations: a duration races the fuzz coordinator's own deadline and fails with a bare
 # "context deadline exceeded" on a loaded machine (go.dev/issue/75804, fixed in Go 1.27).

@@ -16,8 +16,7 @@ import (
 
 // Options configure a [Client]. Zero fields take the documented defaults.
 type Options struct {
-	Prefix  string        // default job.DefaultPrefix
-	Streams StreamOptions // used when a stream is missing; Replicas also raises an existing one
+	Prefix string // default job.DefaultPrefix
 	// Tenant is the tenant token of the jobs this client publishes (SubmitOptions.Tenant overrides
 	// it per job); default job.DefaultTenant. A NATS user may be allowed to publish under one only.
 	Tenant string
@@ -25,11 +24,6 @@ type Options struct {
 	// JetStream, when set, is used instead of one made on the connection: a JetStream domain or
 	// API prefix is configured there (jetstream.NewWithDomain). NewClient's nc may then be nil.
 	JetStream jetstream.JetStream
-
-	// SkipStreams leaves the streams as they are: NewClient neither creates nor raises them, so
-	// a publisher whose credentials only allow publishing and reading can start. The fleet's
-	// workers create them.
-	SkipStreams bool
 }
 
 // Client publishes jobs and follows their results.
@@ -39,8 +33,11 @@ type Client struct {
 	tenant   string
 }
 
-// NewClient returns a client on nc and, unless o.SkipStreams, creates the fleet's streams when
-// they are missing. A bad o.Prefix is an error wrapping [job.ErrInvalidPrefix].
+// NewClient returns a client on nc. It never creates or changes a stream, so that a publisher
+// allowed only to publish jobs and read results can start: the fleet's workers and gateways make
+// the streams, as [EnsureStreams] does. A bad o.Prefix is an error wrapping
+// [job.ErrInvalidPrefix], a bad o.Tenant one wrapping [job.ErrInvalidTenant]; ctx is unused and
+// kept for a later need.
 func NewClient(ctx context.Context, nc *nats.Conn, o Options) (*Client, error) {
 	s, err := job.NewSubjects(o.Prefix)
 	if err != nil {
@@ -57,11 +54,6 @@ func NewClient(ctx context.Context, nc *nats.Conn, o Options) (*Client, error) {
 		}
 		if js, err = jetstream.New(nc); err != nil {
 			return nil, fmt.Errorf("jetstream: %w", err)
-		}
-	}
-	if !o.SkipStreams {
-		if err := EnsureStreams(ctx, js, s, o.Streams); err != nil {
-			return nil, err
 		}
 	}
 	return &Client{js: js, subjects: s, tenant: tenant}, nil

@@ -132,23 +132,23 @@ func TestLookupsNeverHang(t *testing.T) {
 	}
 }
 
-// TestLeastPrivilegePublisher: SkipStreams starts without touching streams, and a JetStream the
+// TestClientMakesNoStreams: NewClient touches no stream (internal/e2e's
+// TestLeastPrivilegeSubmitter submits with a user allowed nothing else), and a JetStream the
 // caller made (where domains are configured) is the one used.
-func TestLeastPrivilegePublisher(t *testing.T) {
-	needV2Worker(t)
+func TestClientMakesNoStreams(t *testing.T) {
 	nc := dial(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	if _, err := runfleet.NewClient(ctx, nil, runfleet.Options{Prefix: "not-created", JetStream: js, SkipStreams: true}); err != nil {
-		t.Fatalf("NewClient(SkipStreams) error = %v", err)
+	if _, err := runfleet.NewClient(ctx, nil, runfleet.Options{Prefix: "not-created", JetStream: js}); err != nil {
+		t.Fatalf("NewClient() error = %v", err)
 	}
 	if _, err := js.Stream(ctx, "NOT_CREATED_JOBS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Errorf("SkipStreams created the jobs stream (lookup error %v)", err)
+		t.Errorf("NewClient created the jobs stream (lookup error %v)", err)
 	}
-	c, err := runfleet.NewClient(ctx, nil, runfleet.Options{JetStream: js, SkipStreams: true})
+	c, err := runfleet.NewClient(ctx, nil, runfleet.Options{JetStream: js})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,6 @@ func TestLeastPrivilegePublisher(t *testing.T) {
 
 // TestSubmitHeader: a traceparent set per submit reaches what the job produces.
 func TestSubmitHeader(t *testing.T) {
-	needV2Worker(t)
 	c, js := newClient(t, runfleet.Options{})
 	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	st, err := c.Run(t.Context(), "", job.Request{Language: "python3", Code: "print(1)"},
@@ -182,7 +181,6 @@ func TestSubmitHeader(t *testing.T) {
 
 // TestPagesStopsEarly: a range over Pages that breaks ends the watch and yields nothing more.
 func TestPagesStopsEarly(t *testing.T) {
-	needV2Worker(t)
 	c, _ := newClient(t, runfleet.Options{})
 	st, err := c.Run(t.Context(), "", job.Request{Language: "python3", Code: "import sys\nfor i in range(3): print(i, flush=True); print(i, file=sys.stderr, flush=True)"}, nil)
 	if err != nil {
@@ -204,7 +202,6 @@ func TestPagesStopsEarly(t *testing.T) {
 // TestWaitingJobIsKnown: a job that waits in the queue behind others, where no worker serves it,
 // is known — not settled, cancellable — whether it is its queue's newest message or not.
 func TestWaitingJobIsKnown(t *testing.T) {
-	needV2Worker(t)
 	c, _ := newClient(t, runfleet.Options{})
 	ctx := t.Context()
 	ids := []string{"waiting-first", "waiting-second"}

@@ -16,7 +16,7 @@ import (
 
 // Direct gets are answered by any server holding a stream (allow_direct) without the JetStream
 // API's shared request queue, and hold nothing on the server. nats.go v1.56 has no batched form,
-// so both forms are spoken here, as nats-server 2.11+ defines them (server/stream.go,
+// so both forms are spoken here, as nats-server 2.11+ defines them (its stream code,
 // getDirectRequest).
 
 // Headers of a direct get's answer and of a stream's republish.
@@ -104,34 +104,38 @@ const directBatch = 256
 func (c *Client) scan(ctx context.Context, stream, subject string, from uint64, each func(storedMsg) error) (uint64, error) {
 	nc := c.js.Conn()
 	last := from - 1
+	// One answer is at most a batch and its end-of-batch status: the channel never drops.
+	msgs := make(chan *nats.Msg, directBatch+1)
+	sub, err := nc.ChanSubscribe(nc.NewRespInbox(), msgs)
+	if err != nil {
+		return last, fmt.Errorf("direct get %s: %w", subject, err)
+	}
+	defer sub.Unsubscribe()
 	for {
-		inbox := nc.NewRespInbox()
-		sub, err := nc.SubscribeSync(inbox)
-		if err != nil {
-			return last, fmt.Errorf("direct get %s: %w", subject, err)
-		}
-		pending, err := c.scanBatch(ctx, sub, stream, subject, last+1, &last, each)
-		_ = sub.Unsubscribe()
+		pending, err := c.scanBatch(ctx, sub.Subject, msgs, stream, subject, last+1, &last, each)
 		if err != nil || pending == 0 {
 			return last, err
 		}
 	}
 }
 
-// scanBatch makes one batched request on sub's inbox and returns how many messages the server
-// says are left after it.
-func (c *Client) scanBatch(ctx context.Context, sub *nats.Subscription, stream, subject string, from uint64, last *uint64, each func(storedMsg) error) (uint64, error) {
+// scanBatch makes one batched request answered to inbox and returns how many messages the
+// server says are left after it.
+func (c *Client) scanBatch(ctx context.Context, inbox string, msgs <-chan *nats.Msg, stream, subject string, from uint64, last *uint64, each func(storedMsg) error) (uint64, error) {
 	body, _ := json.Marshal(directRequest{Seq: from, NextFor: subject, Batch: directBatch})
-	nc := c.js.Conn()
-	if err := nc.PublishRequest(c.directSubject(stream), sub.Subject, body); err != nil {
+	if err := c.js.Conn().PublishRequest(c.directSubject(stream), inbox, body); err != nil {
 		return 0, fmt.Errorf("direct get %s: %w", subject, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.requestTimeout())
-	defer cancel()
+	timeout := time.NewTimer(c.requestTimeout())
+	defer timeout.Stop()
 	for {
-		m, err := sub.NextMsgWithContext(ctx)
-		if err != nil {
-			return 0, withCtx(ctx, fmt.Errorf("direct get %s: %w", subject, err))
+		var m *nats.Msg
+		select {
+		case <-ctx.Done():
+			return 0, withCtx(ctx, fmt.Errorf("direct get %s: %w", subject, ctx.Err()))
+		case <-timeout.C:
+			return 0, fmt.Errorf("direct get %s: %w", subject, nats.ErrTimeout)
+		case m = <-msgs:
 		}
 		switch m.Header.Get("Status") {
 		case "204": // end of batch

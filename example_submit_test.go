@@ -15,27 +15,36 @@ import (
 
 // connect returns a client of the fleet at NATS_URL (`worker --dev` listens on nats.DefaultURL).
 func connect(ctx context.Context) (*runfleet.Client, func()) {
+	return connectWith(ctx, runfleet.Options{})
+}
+
+func connectWith(ctx context.Context, o runfleet.Options) (*runfleet.Client, func()) {
 	nc, err := nats.Connect(cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL))
 	if err != nil {
 		panic(err)
 	}
-	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{})
+	c, err := runfleet.NewClient(ctx, nc, o)
 	if err != nil {
 		panic(err)
 	}
 	return c, nc.Close
 }
 
-// A service publishes a job and learns whether JetStream stored it; publishing the same id again
-// adds nothing.
+// A service publishes a job under its tenant and learns whether JetStream stored it; publishing
+// the same id again adds nothing for as long as the fleet keeps the request (7 days by default),
+// not only within JetStream's 2-minute duplicate window. An error names the id it is about: a
+// publish whose ack was lost may have stored the job. A full jobs stream is ErrStreamFull:
+// nothing was stored, and retrying later is safe.
 func ExampleClient_Submit() {
 	ctx := context.Background()
-	c, closeConn := connect(ctx)
+	c, closeConn := connectWith(ctx, runfleet.Options{Tenant: "acme"})
 	defer closeConn()
 	req := job.Request{ID: "report-2026-12-02", Language: "python3", Code: "print(6*7)"}
 	first, err := c.Submit(ctx, "default", req, nil)
-	if err != nil {
-		panic(err)
+	var je *runfleet.JobError
+	if errors.As(err, &je) {
+		fmt.Println("job", je.ID, "full:", errors.Is(err, runfleet.ErrStreamFull))
+		return
 	}
 	again, err := c.Submit(ctx, "default", req, nil)
 	if err != nil {
@@ -43,9 +52,11 @@ func ExampleClient_Submit() {
 	}
 	fmt.Println(first.ID, "stored; duplicate:", first.Duplicate)
 	fmt.Println(again.ID, "stored again; duplicate:", again.Duplicate)
+	fmt.Println(c.Subjects().Job("default", "acme", first.ID))
 	// Output:
 	// report-2026-12-02 stored; duplicate: false
 	// report-2026-12-02 stored again; duplicate: true
+	// runfleet.jobs.default.acme.report-2026-12-02
 }
 
 // Submit checks what the protocol fixes before publishing: a request every worker would reject

@@ -1,7 +1,6 @@
 package runfleet_test
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"go/ast"
@@ -12,15 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestMain runs the examples against a real fleet: `worker --dev` (embedded JetStream, a child
@@ -48,15 +43,6 @@ func TestMain(m *testing.M) {
 		}
 		defer stop()
 		os.Setenv("NATS_URL", url)
-		if v1, err := jobsStreamV1(url); err != nil || v1 {
-			workerV1 = fmt.Sprintf("the dev worker serves protocol version 1 (its jobs stream's subjects are runfleet.jobs.<queue>, error %v): "+
-				"the version-2 Submit and worker come from branch v2jobs, and these tests run again once it is merged", err)
-			flag.Parse()
-			if err := skipExamples(workerV1); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-				return 1
-			}
-		}
 		return m.Run()
 	}())
 }
@@ -70,39 +56,6 @@ func needFleet(t testing.TB) {
 	if fleetMissing != "" {
 		t.Skipf("missing: %s (set up with `make test`)", fleetMissing)
 	}
-}
-
-// workerV1 says why the tests that submit to the dev worker and follow the job skip: until the
-// version-2 jobs stream (branch v2jobs) is merged, the worker and Submit speak version 1, whose
-// jobs a version-2 lookup does not find. It is set only while that is so.
-var workerV1 string
-
-// needV2Worker skips t while the dev worker speaks protocol version 1.
-func needV2Worker(t testing.TB) {
-	t.Helper()
-	if workerV1 != "" {
-		t.Skip(workerV1)
-	}
-}
-
-// jobsStreamV1 reports whether the fleet at url keeps its jobs on version 1's subjects.
-func jobsStreamV1(url string) (bool, error) {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		return false, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return false, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, "RUNFLEET_JOBS")
-	if err != nil {
-		return false, err
-	}
-	return slices.Contains(s.CachedInfo().Config.Subjects, "runfleet.jobs.*"), nil
 }
 
 // skipExamples leaves the package's examples out of the run (-test.skip) and names them.

@@ -64,7 +64,7 @@ func newV2Fleet(t testing.TB, o runfleet.StreamOptions) *v2Fleet {
 		}
 		_ = js.DeleteObjectStore(ctx, s.ArtifactsBucket())
 	})
-	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: s.Prefix(), SkipStreams: true})
+	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: s.Prefix()})
 	if err != nil {
 		t.Fatal(err)
 	}

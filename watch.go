@@ -83,6 +83,9 @@ func asJobError(id string, err error) error {
 // asynchronously, and a slow watcher's client drops what it cannot hold.
 const backstop = 3 * time.Second
 
+// watchBuffer is how many republished messages a watch holds before nats.go drops the next.
+const watchBuffer = 64
+
 // Watch replays job id's pages from the start, calls onPage (which may be nil) for each as it is
 // stored, and returns the settlement. It follows a running or waiting job live, and returns at
 // once for a settled one. It never waits for a job the fleet does not know: an id it holds
@@ -99,7 +102,8 @@ func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) 
 // for the job ([job.Subjects.Watch]), never to the results subjects, which also carry publishes
 // the stream refused (a fenced worker's pages). It then reads what was stored before with
 // batched direct gets, reads again from the last sequence it handled whenever a republished
-// message's Nats-Last-Sequence shows one it missed, before a settlement, and every few seconds,
+// message's Nats-Last-Sequence shows one it missed, before a settlement that counts pages it did
+// not handle, and every few seconds,
 // and drops what it already handled by sequence and page index. It leaves nothing on the server.
 func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage func(Page) error) (job.Settlement, error) {
 	if !job.ValidID(id) {
@@ -135,7 +139,10 @@ type watch struct {
 
 func (w *watch) run(ctx context.Context) (job.Settlement, error) {
 	nc := w.c.js.Conn()
-	sub, err := nc.SubscribeSync(w.c.subjects.Watch(w.id))
+	// A channel of its own, small: a subscription's default buffer is 64 Ki messages (512 KiB
+	// per watch). What overflows it is dropped by nats.go, and found again as a gap.
+	msgs := make(chan *nats.Msg, watchBuffer)
+	sub, err := nc.ChanSubscribe(w.c.subjects.Watch(w.id), msgs)
 	if err != nil {
 		return w.st, fmt.Errorf("subscribe: %w", err)
 	}
@@ -159,18 +166,16 @@ func (w *watch) run(ctx context.Context) (job.Settlement, error) {
 			return w.st, err
 		}
 	}
+	tick := time.NewTicker(backstop)
+	defer tick.Stop()
 	for {
-		wctx, cancel := context.WithTimeout(ctx, backstop)
-		m, err := sub.NextMsgWithContext(wctx)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
+		var err error
+		select {
+		case <-ctx.Done():
 			return w.st, ctx.Err()
-		case errors.Is(err, context.DeadlineExceeded):
+		case <-tick.C:
 			err = w.recheck(ctx)
-		case err != nil:
-			return w.st, err
-		default:
+		case m := <-msgs:
 			err = w.live(ctx, m)
 		}
 		if err != nil || w.settled {
@@ -192,14 +197,26 @@ func (w *watch) end(err error) error {
 func (w *watch) live(ctx context.Context, m *nats.Msg) error {
 	sm, err := parseDirect(m)
 	if err != nil {
-		return err
+		return nil // not the stream's republish: anyone may publish to the subject
 	}
 	if sm.Sequence <= w.last {
 		return nil
 	}
 	prev, _ := strconv.ParseUint(m.Header.Get(headerLastSequence), 10, 64)
-	if prev > w.last || sm.Subject == w.c.subjects.Settled(w.id) {
-		return w.catchUp(ctx)
+	settlement := sm.Subject == w.c.subjects.Settled(w.id)
+	if settlement && w.complete(sm) {
+		return w.handle(sm)
+	}
+	if prev > w.last || settlement {
+		if err := w.catchUp(ctx); err != nil {
+			return err
+		}
+	}
+	// A settlement is taken from the stream only, with everything stored before it. A page the
+	// read did not reach (a lagging server answered it) is taken if nothing before it is missing;
+	// otherwise the backstop reads again.
+	if settlement || sm.Sequence <= w.last || prev > w.last {
+		return nil
 	}
 	return w.handle(sm)
 }
@@ -217,6 +234,22 @@ func (w *watch) recheck(ctx context.Context) error {
 		return nil
 	}
 	return w.catchUp(ctx)
+}
+
+// complete reports whether this watch handled every page the settlement sm counts: pages are
+// numbered from 0 without gaps, so the last index handled says it, and the settlement is taken
+// without reading the stream again.
+func (w *watch) complete(sm storedMsg) bool {
+	var counts struct {
+		Pages int64 `json:"pages"`
+	}
+	if json.Unmarshal(sm.Data, &counts) != nil {
+		return false
+	}
+	if w.index < 0 && w.after > 0 {
+		return false // pages before after were the caller's: not known here
+	}
+	return w.index+1 == counts.Pages
 }
 
 // catchUp reads what the stream stored of the job after the last sequence handled.

@@ -15,8 +15,8 @@ import (
 
 // TestWatchNeverShowsRefused: a page the stream refused (a fenced worker's write, behind the
 // job's last sequence) is never shown, to a watch that follows live or to one that starts after,
-// although a plain subscription on the results subjects receives it; and the watch holds no
-// consumer.
+// although a plain subscription on the results subjects receives it; a message forged on the
+// republish subject is ignored; and the watch holds no consumer.
 func TestWatchNeverShowsRefused(t *testing.T) {
 	f := newV2Fleet(t, runfleet.StreamOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -46,6 +46,10 @@ func TestWatchNeverShowsRefused(t *testing.T) {
 		})
 	})
 	<-first
+	// Anyone may publish on the republish subjects: what the stream did not send is ignored.
+	if err := f.nc.Publish(f.s.WatchPage(id), []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
 	if n := f.consumers(t); n != 0 {
 		t.Errorf("results stream consumers during a watch = %d, want 0", n)
 	}

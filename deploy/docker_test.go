@@ -61,7 +61,7 @@ func jsOf(t *testing.T, nc *nats.Conn) jetstream.JetStream {
 }
 
 // connect connects to NATS at url, which may not accept connections yet, and returns a client of
-// the default fleet once its JetStream answers.
+// the default fleet once its jobs stream, which the workers make, answers.
 func connect(t *testing.T, url string) (*nats.Conn, *runfleet.Client) {
 	t.Helper()
 	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
@@ -69,10 +69,18 @@ func connect(t *testing.T, url string) (*nats.Conn, *runfleet.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	c, err := runfleet.NewClient(t.Context(), nc, runfleet.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		c, err := runfleet.NewClient(ctx, nc, runfleet.Options{})
+		_, err := js.Stream(ctx, c.Subjects().JobsStream())
 		cancel()
 		if err == nil {
 			return nc, c

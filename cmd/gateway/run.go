@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,8 +37,13 @@ Flags:
 
 type config struct {
 	listen, prefix, queue, apiKey, dependencies string
+	rootfs                                      string
+	signingKey                                  string
+	bodyTimeout, writeTimeout, signedURLTTL     time.Duration
+	maxOutput                                   byteSize
+	cancelOnDisconnect                          string
 	nats                                        cli.NATS
-	streamReplicas                              int
+	streamReplicas, maxWaiting                  int
 	maxWait, timeout, grace                     time.Duration
 	ui                                          bool
 }
@@ -54,10 +60,19 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.IntVar(&c.streamReplicas, "stream-replicas", 1, "JetStream replicas of the streams (3 on a 3-node cluster); an existing stream is raised, never lowered")
 	fs.StringVar(&c.apiKey, "api-key", "", "the key clients send (required)")
 	fs.DurationVar(&c.maxWait, "max-wait", gateway.DefaultMaxWait, "longest a waiting request (?wait=true, /v1/sandbox/run, events) is held")
+	fs.IntVar(&c.maxWaiting, "max-waiting", gateway.DefaultMaxWaiting, "requests waiting for a settlement at once (?wait=true, /v1/sandbox/run); past it 503 with Retry-After, before anything is stored")
 	fs.DurationVar(&c.timeout, "timeout", gateway.DefaultRunTimeout, "timeout_ms of /v1/sandbox/run jobs (dify-sandbox's WORKER_TIMEOUT)")
+	c.maxOutput = gateway.DefaultMaxOutput
+	fs.Var(&c.maxOutput, "max-output", "output_bytes of /v1/sandbox/run jobs (KiB, MiB); at most the workers' maximum, 16MiB")
+	fs.StringVar(&c.cancelOnDisconnect, "cancel-on-disconnect", "", "whether a waiting client that goes away cancels its job: true, false, or empty for each route's default (true for /v1/sandbox/run, false for ?wait=true)")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", gateway.DefaultBodyTimeout, "longest a request body may take to arrive; past it 408")
+	fs.DurationVar(&c.writeTimeout, "write-timeout", gateway.DefaultWriteTimeout, "longest one write of an answer (an event of a stream included) may take before the client is let go")
+	fs.StringVar(&c.signingKey, "signing-key", "", "key of the signed events URLs a browser follows a job with (default: random at start, so such a URL works on this gateway only)")
+	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", gateway.DefaultSignedURLTTL, "how long a signed events URL is valid")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "on SIGTERM, how long in-flight requests may finish")
 	fs.BoolVar(&c.ui, "ui", true, "serve the web view at /ui/ (--ui=false turns it off)")
-	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them (default: none, the standard library only)")
+	fs.StringVar(&c.rootfs, "rootfs", "/", "root file system of the workers' python3 profile (their --rootfs), whose Python packages /v1/sandbox/dependencies lists")
+	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them, instead of those --rootfs holds")
 	return fs, c
 }
 
@@ -69,11 +84,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if c.apiKey == "" {
 		return gateway.ErrNoKey
 	}
+	if c.maxWaiting < 1 {
+		return fmt.Errorf("--max-waiting %d: want at least 1", c.maxWaiting)
+	}
+	if c.maxOutput < 1 {
+		return fmt.Errorf("--max-output %s: want at least 1 byte", c.maxOutput.String())
+	}
+	var cancelOnDisconnect *bool
+	if c.cancelOnDisconnect != "" {
+		v, err := strconv.ParseBool(c.cancelOnDisconnect)
+		if err != nil {
+			return fmt.Errorf("--cancel-on-disconnect %q: want true or false", c.cancelOnDisconnect)
+		}
+		cancelOnDisconnect = &v
+	}
 	if _, err := c.nats.Options(); err != nil {
 		return err
 	}
 	deps := map[string][]gateway.Dependency{}
-	if c.dependencies != "" {
+	if c.dependencies == "" {
+		var err error
+		if deps["python3"], err = gateway.ReadDependencies(c.rootfs); err != nil {
+			return fmt.Errorf("--rootfs: %w", err)
+		}
+	} else {
 		f, err := os.Open(c.dependencies)
 		if err != nil {
 			return fmt.Errorf("--dependencies: %w", err)
@@ -93,7 +127,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
 	g, err := gateway.New(startCtx, nc, gateway.Options{APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
-		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, RunTimeout: c.timeout,
+		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout, MaxOutput: int64(c.maxOutput),
+		CancelOnDisconnect: cancelOnDisconnect,
+		BodyTimeout:        c.bodyTimeout, WriteTimeout: c.writeTimeout, SigningKey: []byte(c.signingKey), SignedURLTTL: c.signedURLTTL,
 		Dependencies: deps, Logger: log, DisableUI: !c.ui})
 	if err != nil {
 		return err
@@ -111,7 +147,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	var wg sync.WaitGroup
 	serveErr := make(chan error, 1)
 	wg.Go(func() { serveErr <- srv.Serve(ln) })
-	log.Info("gateway started", "version", version, "listen", ln.Addr().String(), "nats_url", c.nats.URL,
+	log.Info("gateway started", "version", version, "listen", ln.Addr().String(), "nats_url", cli.RedactURL(c.nats.URL),
 		"prefix", c.prefix, "queue", c.queue, "max_wait", c.maxWait.String())
 	select {
 	case <-ctx.Done():

@@ -38,6 +38,11 @@ func TestRefusesToStart(t *testing.T) {
 		{"dependencies missing", []string{"--api-key", "k", "--dependencies", "/nonexistent"}, nil, "--dependencies"},
 		{"creds file missing", []string{"--nats-url", "nats://127.0.0.1:1", "--api-key", "k", "--nats-creds", "/nonexistent"}, nil, "--nats-creds"},
 		{"CA file not PEM", []string{"--nats-url", "nats://127.0.0.1:1", "--api-key", "k", "--nats-tls-ca", "/dev/null"}, nil, "no PEM certificate"},
+		{"max-waiting zero", []string{"--api-key", "k", "--max-waiting", "0"}, nil, "--max-waiting"},
+		{"max-output zero", []string{"--api-key", "k", "--max-output", "0"}, nil, "--max-output"},
+		{"max-output not a size", []string{"--api-key", "k", "--max-output", "4MB"}, nil, "max-output"},
+		{"cancel-on-disconnect not a bool", []string{"--api-key", "k", "--cancel-on-disconnect", "maybe"}, nil, "--cancel-on-disconnect"},
+		{"credentials not shown", []string{"--api-key", "k", "--nats-url", "nats://user:s3cret@127.0.0.1:1"}, nil, "nats://REDACTED@127.0.0.1:1 unreachable"},
 		{"unknown flag", []string{"--bogus"}, nil, "flag provided but not defined"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

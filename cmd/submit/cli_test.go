@@ -1,13 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/testenv"
+	"github.com/runfleet/runfleet/job"
 )
 
 // TestJobInputs: flags anywhere on the line, program arguments after --, piped stdin, the mode
@@ -59,7 +66,7 @@ func TestCommandLineErrorsAreOneLine(t *testing.T) {
 		lines  int
 	}{
 		{name: "unknown flag", args: []string{"--bogus"}, code: 125, stderr: "flag provided but not defined: --bogus", lines: 1},
-		{name: "bad value", args: []string{"watch", "--stream-replicas", "x", "id"}, code: 125, stderr: "invalid value", lines: 1},
+		{name: "bad value", args: []string{"bench", "--jobs", "x"}, code: 125, stderr: "invalid value", lines: 1},
 		{name: "version", args: []string{"--version"}, stdout: "submit dev"},
 		{name: "help", args: []string{"--help"}, stdout: "usage: submit"},
 		{name: "bench --jobs -1", args: []string{"bench", "--jobs", "-1"}, code: 125, stderr: "--jobs -1: want at least 1", lines: 1},
@@ -151,4 +158,55 @@ func natsEnv(k string) string {
 		return natsURL
 	}
 	return ""
+}
+
+// TestWatchExpiredOutput: a job whose pages expired is no failure to watch: one line says the
+// output expired, the settlement (kept for the job's record) follows, and the exit code is the
+// job's.
+func TestWatchExpiredOutput(t *testing.T) {
+	needWorker(t)
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close) // after the streams' deletion below: cleanups run last first
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := job.NewSubjects("expiredout")
+	ctx := t.Context()
+	if err := runfleet.EnsureStreams(ctx, js, s, runfleet.StreamOptions{ResultsMaxAge: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	// The server reserves each stream's bounds: this prefix's must not stay in the other tests' way.
+	t.Cleanup(func() {
+		for _, name := range []string{s.JobsStream(), s.ResultsStream(), s.ControlStream()} {
+			_ = js.DeleteStream(context.Background(), name)
+		}
+		_ = js.DeleteObjectStore(context.Background(), s.ArtifactsBucket())
+	})
+	const id = "output-expired"
+	page := nats.NewMsg(s.Page(id))
+	page.Data = []byte("gone\n")
+	page.Header.Set(job.HeaderPage, "0")
+	page.Header.Set(jetstream.MsgTTLHeader, "1s")
+	if _, err := js.PublishMsg(ctx, page); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, s.Settled(id), []byte(`{"job_id":"output-expired","status":"failed","exit_code":3,"pages":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	results, err := js.Stream(ctx, s.ResultsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the page's 1 s TTL", func() bool {
+		_, err := results.GetLastMsgForSubject(ctx, s.Page(id))
+		return errors.Is(err, jetstream.ErrMsgNotFound)
+	})
+	got := submitEnv(t, map[string]string{"RUNFLEET_PREFIX": "expiredout"}, "", "watch", id)
+	if got.code != 3 || got.stdout != "" || !strings.Contains(got.stderr, "has expired") {
+		t.Errorf("watch of a job whose output expired = exit %d, stdout %q, stderr %q; want 3 (its exit code), no output, a line saying it expired", got.code, got.stdout, got.stderr)
+	}
 }

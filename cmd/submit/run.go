@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/cli"
@@ -72,7 +73,7 @@ Examples:
   submit --json --code 'print(1)' --lang python3 | jq .status
   submit --events --code 'print(1)' --lang python3 | jq -c .
 
-The connection flags (--nats-*, --prefix, --queue, --stream-replicas) also read RUNFLEET_<NAME>
+The connection flags (--nats-*, --prefix, --queue, --tenant) also read RUNFLEET_<NAME>
 from the environment (--nats-url ↔ RUNFLEET_NATS_URL); the job's own flags read nothing from it.
 
 Flags:
@@ -80,8 +81,8 @@ Flags:
 
 type options struct {
 	conn                                                         cli.NATS
-	replicas                                                     int
-	prefix, queue                                                string
+	ensureStreams                                                bool
+	prefix, queue, tenant                                        string
 	lang, code, preload, stdin, stdinFile, id, timeout, deadline string
 	outputBytes, memory, pids                                    string
 	env, files, labels                                           cli.List
@@ -108,13 +109,14 @@ func (o *options) mode() mode {
 }
 
 // connectionFlags are the flags that also read RUNFLEET_* (docs/cli.md); the per-job flags read none.
-var connectionFlags = slices.Concat(cli.NATSFlags, []string{"prefix", "queue", "stream-replicas"})
+var connectionFlags = slices.Concat(cli.NATSFlags, []string{"prefix", "queue", "tenant"})
 
 func commonFlags(fs *flag.FlagSet, o *options) {
 	o.conn.Register(fs)
 	fs.StringVar(&o.prefix, "prefix", job.DefaultPrefix, "subject and stream prefix of the fleet")
 	fs.StringVar(&o.queue, "queue", job.DefaultQueue, "queue to submit to")
-	fs.IntVar(&o.replicas, "stream-replicas", 1, "JetStream replicas of the streams when submit creates or raises them")
+	fs.StringVar(&o.tenant, "tenant", job.DefaultTenant, "tenant of the jobs submit publishes")
+	fs.BoolVar(&o.ensureStreams, "ensure-streams", false, "create the fleet's streams when they are missing (needs the permission to manage them; the workers do it)")
 }
 
 // runFlags is the flag set of `submit [flags] FILE`: the connection, the job, and what to do
@@ -258,12 +260,24 @@ func connect(o options, stderr io.Writer) (*runfleet.Client, *nats.Conn, error) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.prefix, Streams: runfleet.StreamOptions{Replicas: o.replicas}})
+	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.prefix, Tenant: o.tenant})
+	if err == nil && o.ensureStreams {
+		err = ensureStreams(ctx, nc, c)
+	}
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
 	}
 	return c, nc, nil
+}
+
+// ensureStreams creates the fleet's streams that are missing, with their defaults.
+func ensureStreams(ctx context.Context, nc *nats.Conn, c *runfleet.Client) error {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	return runfleet.EnsureStreams(ctx, js, c.Subjects(), runfleet.StreamOptions{})
 }
 
 // fail reports err in one line and returns the exit code of submit's own failures.
@@ -334,6 +348,11 @@ func follow(sigs <-chan os.Signal, c *runfleet.Client, id string, m mode, detach
 	code := exitOther
 	switch {
 	case stopped.Load() && errors.Is(err, runfleet.ErrNoSettlement):
+	case errors.Is(err, runfleet.ErrExpired) && st.Status != "":
+		// The pages are gone; the settlement is kept for the job's record.
+		fmt.Fprintf(stderr, "submit: the output of job %s has expired; its settlement follows\n", id)
+		out.settlement(st)
+		code = exitCode(st, stderr)
 	case err != nil:
 		fail(stderr, describe(id, err))
 	default:
@@ -414,7 +433,7 @@ func describe(id string, err error) error {
 	case errors.Is(err, runfleet.ErrNotFound):
 		return fmt.Errorf("no job %s: the fleet holds nothing of it (never submitted, or settled and long expired)", id)
 	case errors.Is(err, runfleet.ErrExpired):
-		return fmt.Errorf("job %s settled and its results have expired", id)
+		return fmt.Errorf("job %s settled and its output has expired", id)
 	case errors.Is(err, runfleet.ErrSettled):
 		return fmt.Errorf("job %s has already settled; nothing to cancel", id)
 	}

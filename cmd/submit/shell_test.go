@@ -257,7 +257,7 @@ func TestSubcommandConventions(t *testing.T) {
 	}{
 		{name: "artifacts --version", args: []string{"artifacts", "--version"}, stdout: "submit dev"},
 		{name: "artifacts unknown flag", args: []string{"artifacts", "x", "--bogus"}, code: 125, stderr: "--bogus"},
-		{name: "artifacts bad environment", env: []string{"RUNFLEET_STREAM_REPLICAS=x"}, args: []string{"artifacts", "x"}, code: 125, stderr: "RUNFLEET_STREAM_REPLICAS"},
+		{name: "artifacts bad environment", env: []string{"RUNFLEET_TENANT=Not A Tenant"}, args: []string{"artifacts", "x"}, code: 125, stderr: "tenant"},
 		{name: "artifacts flags after ID", env: dead, args: []string{"artifacts", "some-id", "--prefix", "p"}, code: 125, stderr: "unreachable"},
 		{name: "cancel --json", env: dead, args: []string{"cancel", "x", "--json"}, code: 125, stderr: "--json"},
 		{name: "unknown flag", env: dead, args: []string{"--bogus"}, code: 125, stderr: "--bogus"},
@@ -353,28 +353,23 @@ func TestLostConnection(t *testing.T) {
 	})
 	testenv.WaitFor(t, time.Minute, "the second worker", func() bool { return strings.Contains(log.String(), `"worker started"`) })
 	// A queue no worker serves: the job waits, and so does submit.
-	p := start(t, "", []string{"RUNFLEET_NATS_URL=" + url}, "--queue", "nobody-serves", "--lang", "python3", "--code", "print(1)")
+	id := job.NewID()
+	p := start(t, "", []string{"RUNFLEET_NATS_URL=" + url}, "--id", id, "--queue", "nobody-serves", "--lang", "python3", "--code", "print(1)")
 	go func() { _, _ = io.Copy(io.Discard, p.stdout) }()
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	subjects, err := job.NewSubjects(job.DefaultPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.WaitFor(t, 30*time.Second, "submit's watch on the results stream", func() bool {
-		st, err := js.Stream(t.Context(), subjects.ResultsStream())
-		if err != nil {
-			return false
-		}
-		info, err := st.Info(t.Context())
-		return err == nil && info.State.Consumers > 0
+	// A watch subscribes to the job's republished results: a request there finds a responder
+	// (that never answers) once it does, and none before.
+	testenv.WaitFor(t, 30*time.Second, "submit's watch of the job", func() bool {
+		_, err := nc.Request(subjects.WatchPage(id), nil, 100*time.Millisecond)
+		return errors.Is(err, nats.ErrTimeout)
 	})
 	nc.Close()
 	if err := w.Process.Signal(syscall.SIGTERM); err != nil {

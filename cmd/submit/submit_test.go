@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/testenv"
@@ -172,6 +176,44 @@ func TestNoWaitThenWatch(t *testing.T) {
 		if w.code != 0 || w.stdout != "later\n" {
 			t.Errorf("watch %s = %d %q %q; want 0 %q", id, w.code, w.stdout, w.stderr, "later\n")
 		}
+	}
+}
+
+// TestEnsureStreams: submit makes no stream unless told to: on a prefix no fleet made, a submit
+// fails and leaves nothing, and with --ensure-streams it makes the streams and stores the job.
+func TestEnsureStreams(t *testing.T) {
+	prefix := fmt.Sprintf("ensure%d", time.Now().UnixNano())
+	args := []string{"--prefix", prefix, "--no-wait", "--lang", "python3", "--code", "print(1)"}
+	if got := submit(t, "", args...); got.code == 0 {
+		t.Errorf("submit without streams = %d %q, want a failure", got.code, got.stdout)
+	}
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := job.NewSubjects(prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Stream(t.Context(), s.JobsStream()); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("after a plain submit: jobs stream lookup error = %v, want none made", err)
+	}
+	got := submit(t, "", append([]string{"--ensure-streams"}, args...)...)
+	id := strings.TrimSpace(got.stdout)
+	if got.code != 0 || !job.ValidID(id) {
+		t.Fatalf("submit --ensure-streams = %d %q %q", got.code, got.stdout, got.stderr)
+	}
+	st, err := js.Stream(t.Context(), s.JobsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetLastMsgForSubject(t.Context(), s.Job(job.DefaultQueue, job.DefaultTenant, id)); err != nil {
+		t.Errorf("job %s not stored: %v", id, err)
 	}
 }
 

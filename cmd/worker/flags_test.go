@@ -70,6 +70,8 @@ func TestBadFlagsFailBeforeConnecting(t *testing.T) {
 		{"lease", []string{"--lease-ttl", "10ms"}, "--lease-ttl"},
 		{"max timeout below the default timeout", []string{"--max-timeout", "5s"}, "--max-timeout"},
 		{"max pages", []string{"--max-pages", "-1"}, "--max-pages"},
+		{"retention below the duplicate window", []string{"--retention", "1m"}, "--retention"},
+		{"jobs max bytes", []string{"--jobs-max-bytes", "0"}, "--jobs-max-bytes"},
 		{"creds file missing", []string{"--nats-creds", "/nonexistent/user.creds"}, "--nats-creds"},
 		{"nkey file missing", []string{"--nats-nkey", "/nonexistent/user.nk"}, "--nats-nkey"},
 		{"CA file missing", []string{"--nats-tls-ca", "/nonexistent/ca.pem"}, "--nats-tls-ca"},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -35,6 +36,7 @@ import (
 	"github.com/runfleet/runfleet/internal/redrive"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/supervise"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -46,7 +48,7 @@ type config struct {
 	nats                                                     cli.NATS
 	concurrency, warm, warmRefills                           int
 	warmMaxAge                                               time.Duration
-	leaseTTL, grace                                          time.Duration
+	leaseTTL, grace, retention                               time.Duration
 	dev                                                      bool
 	rootfs, image, dispatchLog                               string
 	cpus                                                     float64
@@ -54,7 +56,7 @@ type config struct {
 	maxPages                                                 int64
 	maxFailures, streamReplicas                              int
 	hook                                                     func() func(phase string)
-	artifactsMaxBytes                                        byteSize
+	artifactsMaxBytes, jobsMaxBytes                          byteSize
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
@@ -87,9 +89,15 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
 	c.artifactsMaxBytes = runfleet.DefaultArtifactsMaxBytes
 	fs.Var(&c.artifactsMaxBytes, "artifacts-max-bytes", "bound of the artifacts bucket (KiB, MiB, GiB, TiB); a put past it fails, nothing stored is dropped")
+	fs.DurationVar(&c.retention, "retention", runfleet.DefaultRetention, "how long a job's record and its stored request are kept (lookup, dedup, redrive)")
+	c.jobsMaxBytes = runfleet.DefaultJobsMaxBytes
+	fs.Var(&c.jobsMaxBytes, "jobs-max-bytes", "bound of the jobs stream, the kept requests (KiB, MiB, GiB, TiB); a publish past it is refused, nothing stored is dropped")
 	c.hook = faultHook(fs)
 	return fs, c
 }
+
+// minRetention is the jobs stream's duplicate window: JetStream refuses a MaxAge below it.
+const minRetention = 2 * time.Minute
 
 // validate checks what can be checked before connecting to anything, so that a wrong flag is
 // reported as itself and not as the failure it would cause later.
@@ -115,6 +123,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("--warm-max-age %v: want a positive duration", c.warmMaxAge)
 	case c.artifactsMaxBytes <= 0:
 		return fmt.Errorf("--artifacts-max-bytes %v: want a positive size", &c.artifactsMaxBytes)
+	case c.jobsMaxBytes <= 0:
+		return fmt.Errorf("--jobs-max-bytes %v: want a positive size", &c.jobsMaxBytes)
+	case c.retention < minRetention:
+		return fmt.Errorf("--retention %v: want at least %v, the jobs stream's duplicate window", c.retention, minRetention)
 	}
 	if c.warm == -1 {
 		c.warm = c.concurrency
@@ -194,7 +206,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
 	if err := runfleet.EnsureStreams(startCtx, js, subjects, runfleet.StreamOptions{Replicas: c.streamReplicas,
-		ArtifactsMaxBytes: int64(c.artifactsMaxBytes)}); err != nil {
+		ArtifactsMaxBytes: int64(c.artifactsMaxBytes), Retention: c.retention, JobsMaxBytes: int64(c.jobsMaxBytes)}); err != nil {
 		return err
 	}
 	ru, err := redisurl.Parse(c.redisURL)
@@ -207,18 +219,25 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		return fmt.Errorf("redis %s unreachable: %w", ru.Redacted(), err)
 	}
 	warnWithoutReplica(startCtx, log, rdb)
-	leases := lease.NewStore(rdb, lease.Options{Prefix: c.prefix, TTL: c.leaseTTL})
+	leases := lease.NewStore(rdb, lease.Options{Prefix: c.prefix, TTL: c.leaseTTL, RecordTTL: c.retention})
 	if err := leases.Init(startCtx); err != nil {
 		return err
 	}
 
 	dlog := sandbox.DispatchLog{Path: c.dispatchLog}
 	reap := func(context.Context) {}
+	var removalsPending func() int
 	var provider sandbox.Provider
 	var profiles profile.Set
 	switch c.provider {
 	case "namespace":
-		p, err := namespace.New(namespace.Options{CgroupName: c.prefix, DispatchLog: dlog})
+		o := namespace.Options{CgroupName: c.prefix, DispatchLog: dlog}
+		if len(supervisorBin) > 0 {
+			if o.Supervisor, err = supervise.PrivateCopy(bytes.NewReader(supervisorBin), supervise.DefaultDir); err != nil {
+				return fmt.Errorf("--provider namespace: supervisor: %w", err)
+			}
+		}
+		p, err := namespace.New(o)
 		if err != nil {
 			return fmt.Errorf("--provider namespace: %w", err)
 		}
@@ -242,7 +261,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--provider docker: %w", err)
 		}
 		defer p.Close()
-		provider, profiles = p, profile.Builtin("", c.image)
+		provider, profiles, removalsPending = p, profile.Builtin("", c.image), p.PendingRemovals
 		if profiles, err = p.Resolve(startCtx, profiles); err != nil {
 			return fmt.Errorf("--provider docker: %w", err)
 		}
@@ -266,6 +285,9 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 
 	policy := c.policy()
 	m := metrics.New(c.concurrency)
+	if removalsPending != nil {
+		m.RemovalsPending(removalsPending)
+	}
 	sopts := runner.SandboxOptions{CPUs: c.cpus}
 	var shapes []sandbox.Shape
 	for _, name := range profiles.Names() {
@@ -275,7 +297,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 	warm := pool.New(provider, shapes, pool.Options{Size: c.warm, MaxAge: c.warmMaxAge, Refills: c.warmRefills, Logger: log, Observer: m})
 	index := jobindex.New(rdb, jobindex.Options{Prefix: c.prefix})
-	client, err := runfleet.NewClient(startCtx, nil, runfleet.Options{Prefix: c.prefix, JetStream: js, SkipStreams: true})
+	client, err := runfleet.NewClient(startCtx, nil, runfleet.Options{Prefix: c.prefix, JetStream: js})
 	if err != nil {
 		return err
 	}
@@ -332,6 +354,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		}
 	})
 	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, provider.Name(), profiles, r, warm) })
+	bg.Go(func() { measureJobsStream(ctx, js, subjects, m, log) })
 	bg.Go(func() {
 		if err := index.Serve(ctx, nc, subjects, log); err != nil {
 			log.Error("job index", "err", err)
@@ -386,6 +409,27 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	}
 	log.Info("worker stopped")
 	return nil
+}
+
+// measureJobsStream keeps the metrics of the jobs stream's fullness current until ctx ends. One
+// stream info every 15 s per worker: those requests share the server's API queue.
+func measureJobsStream(ctx context.Context, js jetstream.JetStream, s job.Subjects, m *metrics.Metrics, log *slog.Logger) {
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		st, err := js.Stream(ctx, s.JobsStream())
+		if err == nil {
+			info := st.CachedInfo()
+			m.JobsStream(info.State.Bytes, info.State.Msgs, info.Config.MaxBytes)
+		} else if ctx.Err() == nil {
+			log.Warn("jobs stream info", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // redisLog keeps go-redis's own lines out of the worker's standard error: they are debug lines of

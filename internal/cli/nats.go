@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -80,7 +81,7 @@ func (n NATS) Connect(name string, extra ...nats.Option) (*nats.Conn, error) {
 	}
 	nc, err := nats.Connect(n.URL, append(append(opts, nats.Name(name), nats.Timeout(5*time.Second)), extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("nats %s unreachable: %w", n.URL, err)
+		return nil, fmt.Errorf("nats %s unreachable: %w", RedactURL(n.URL), err)
 	}
 	return nc, nil
 }
@@ -100,9 +101,26 @@ func ConnectNATS(n NATS, name string, log *slog.Logger) (*nats.Conn, error) {
 				log.Warn("nats disconnected", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", nc.ConnectedUrl()) }))...)
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("nats reconnected", "url", RedactURL(nc.ConnectedUrl())) }))...)
 	if err != nil {
-		return nil, fmt.Errorf("nats %s unreachable: %w", n.URL, err)
+		return nil, fmt.Errorf("nats %s unreachable: %w", RedactURL(n.URL), err)
 	}
 	return nc, nil
+}
+
+// RedactURL is urls (comma separated, as --nats-url takes them) with every user name, password or
+// token replaced, so that a log line or an error never shows a credential.
+func RedactURL(urls string) string {
+	parts := strings.Split(urls, ",")
+	for i, p := range parts {
+		u, err := url.Parse(strings.TrimSpace(p))
+		switch {
+		case err != nil && strings.Contains(p, "@"):
+			parts[i] = "REDACTED" // unparsable, and may hold a credential
+		case err == nil && u.User != nil:
+			u.User = url.User("REDACTED")
+			parts[i] = u.String()
+		}
+	}
+	return strings.Join(parts, ",")
 }

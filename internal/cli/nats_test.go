@@ -196,3 +196,16 @@ func TestCredentialFilesCheckedFirst(t *testing.T) {
 		})
 	}
 }
+
+func TestRedactURL(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"nats://127.0.0.1:4222", "nats://127.0.0.1:4222"},
+		{"nats://user:pw@h1:4222,nats://tok3n@h2:4222", "nats://REDACTED@h1:4222,nats://REDACTED@h2:4222"},
+		{"redis://:pw@127.0.0.1:6379/0", "redis://REDACTED@127.0.0.1:6379/0"},
+		{"nats://us er:p%zz@h", "REDACTED"},
+	} {
+		if got := cli.RedactURL(tc.in); got != tc.want {
+			t.Errorf("RedactURL(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -111,10 +111,13 @@ func TestNodeLossKeepsEveryJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	var client *runfleet.Client
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(time.Minute) // a loaded machine elects the meta leader slowly
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		client, err = runfleet.NewClient(ctx, nc, runfleet.Options{}) // one replica, as an older fleet made them
+		client, err = runfleet.NewClient(ctx, nc, runfleet.Options{})
+		if err == nil {
+			err = runfleet.EnsureStreams(ctx, js, client.Subjects(), runfleet.StreamOptions{}) // one replica, as an older fleet made them
+		}
 		cancel()
 		if err == nil {
 			break

@@ -58,13 +58,24 @@ type fleet struct {
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
 	testenv.NeedRoot(t)
-	f := &fleet{t: t, nats: testenv.StartNATS(t), redis: testenv.StartRedis(t), dlog: filepath.Join(t.TempDir(), "dispatches")}
+	return newFleetOn(t, testenv.StartNATS(t))
+}
+
+// newFleetOn is newFleet on the server n, whose URL the fleet's connections use, and makes its
+// streams as a worker would.
+func newFleetOn(t *testing.T, n *testenv.NATS) *fleet {
+	t.Helper()
+	testenv.NeedRoot(t)
+	f := &fleet{t: t, nats: n, redis: testenv.StartRedis(t), dlog: filepath.Join(t.TempDir(), "dispatches")}
 	nc := f.nats.Conn()
 	var err error
 	if f.client, err = runfleet.NewClient(t.Context(), nc, runfleet.Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if f.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := runfleet.EnsureStreams(t.Context(), f.js, f.client.Subjects(), runfleet.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

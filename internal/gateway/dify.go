@@ -20,9 +20,15 @@ import (
 
 // dify-sandbox's API (github.com/langgenius/dify-sandbox/internal/controller): every answer is
 // {"code","message","data"}; code 0 and message "success" when the request was served, a negative
-// code and the reason in message (data null) when not. A body it cannot bind is HTTP 200 with code
-// -400, an unsupported language HTTP 400 with code -400; Dify reads a non-200 status, a non-zero
-// code or a non-empty data.error as failure, and data.stdout as the result.
+// code and the reason in message (data null) when not. A body it cannot bind (not JSON, language
+// or code missing) is HTTP 400 with code -400 when sent as Content-Type: application/json, as Dify
+// sends it (gin's BindJSON writes 400 before the handler's 200), HTTP 200 with code -400
+// otherwise; an unsupported language is HTTP 400. Dify (api/core/helper/code_executor/
+// code_executor.py) reads 503 as "service unavailable", any other non-200 status, a non-zero code
+// or a non-empty data.error as the node's failure, and data.stdout as the result. It does not
+// retry itself; a node's "retry on failure" setting reruns it on any failure. So 503 means
+// nothing was stored, 504 that the job goes on, and a client gone (Dify's read timeout) cancels
+// its job unless Options.CancelOnDisconnect says no.
 
 // sandboxResponse is dify-sandbox's envelope.
 type sandboxResponse struct {
@@ -52,50 +58,92 @@ func sandboxFail(w http.ResponseWriter, status, code int, message string) {
 	writeJSON(w, status, sandboxResponse{Code: code, Message: message})
 }
 
+// sandboxRefuse answers a request refused before anything was stored, as dify-sandbox answers
+// when it is full: nothing ran, and retrying is safe.
+func sandboxRefuse(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", "1")
+	msg := "Too many requests"
+	if !errors.Is(err, errTooManyWaiting) {
+		msg = err.Error() + "; nothing was stored, retry later"
+	}
+	sandboxFail(w, http.StatusServiceUnavailable, -503, msg)
+}
+
 // sandboxLanguages are the languages dify-sandbox serves; Dify sends jinja2 templates as python3.
 var sandboxLanguages = map[string]bool{"python3": true, "nodejs": true}
 
 // sandboxRun runs a snippet as a job and answers once it settled, with its whole output.
 func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
-	body, err := readBody(w, r, g.policy.MaxBodyBytes)
+	body, err := g.readBody(w, r)
+	if errors.Is(err, errBodyTimeout) {
+		sandboxFail(w, http.StatusRequestTimeout, -400, err.Error())
+		return
+	}
+	var rej *job.RejectError
+	if errors.As(err, &rej) && rej.Reason == job.ReasonPayloadTooLarge {
+		sandboxFail(w, http.StatusBadRequest, -400, err.Error())
+		return
+	}
 	if err != nil {
 		sandboxFail(w, http.StatusOK, -400, err.Error())
 		return
 	}
+	bindStatus := http.StatusOK
+	if r.Header.Get("Content-Type") == "application/json" {
+		bindStatus = http.StatusBadRequest
+	}
 	var req sandboxRun
 	if err := json.Unmarshal(body, &req); err != nil {
-		sandboxFail(w, http.StatusOK, -400, "invalid request body: "+err.Error())
+		sandboxFail(w, bindStatus, -400, "invalid request body: "+err.Error())
 		return
 	}
 	switch {
 	case req.Language == "" || req.Code == "":
-		sandboxFail(w, http.StatusOK, -400, "language and code are required")
+		sandboxFail(w, bindStatus, -400, "language and code are required")
 		return
 	case !sandboxLanguages[req.Language]:
 		sandboxFail(w, http.StatusBadRequest, -400, "unsupported language")
 		return
 	}
 	jr := job.Request{ID: uuid.NewString(), Language: req.Language, Code: req.Code, Preload: req.Preload,
-		Limits: job.Limits{Timeout: g.o.RunTimeout}}
+		Limits: job.Limits{Timeout: g.o.RunTimeout, OutputBytes: g.o.MaxOutput}}
+	setJobID(r, jr.ID)
 	if _, err := jr.Validate(g.policy); err != nil {
 		sandboxFail(w, http.StatusOK, -400, err.Error())
 		return
 	}
-	if !g.nc.IsConnected() {
-		sandboxFail(w, http.StatusServiceUnavailable, -503, "the fleet's NATS is unreachable; retry later")
+	// The job is stored as JSON again, where a "<" takes 6 bytes: its size is the stored one's.
+	if enc, err := json.Marshal(jr); err != nil || len(enc) > g.policy.MaxBodyBytes {
+		sandboxFail(w, http.StatusBadRequest, -400, fmt.Sprintf("%s: the request is %d bytes as stored, at most %d", job.ReasonPayloadTooLarge, len(enc), g.policy.MaxBodyBytes))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
-	_, err = g.client.Submit(ctx, g.o.Queue, jr, nil)
-	cancel()
+	release, err := g.admit()
 	if err != nil {
-		g.log.Warn("publish", "err", err)
-		sandboxFail(w, http.StatusServiceUnavailable, -503, "the fleet did not store the request; retry later")
+		sandboxRefuse(w, err)
+		return
+	}
+	defer release()
+	err = g.store(context.WithoutCancel(r.Context()), func(ctx context.Context) error {
+		_, err := g.client.Submit(ctx, g.o.Queue, jr, nil)
+		return err
+	})
+	switch {
+	case errors.As(err, &rej):
+		sandboxFail(w, http.StatusBadRequest, -400, rej.Error())
+		return
+	case errors.Is(err, errUnconfirmed):
+		g.log.Warn("publish", "job_id", jr.ID, "err", err)
+		sandboxFail(w, http.StatusGatewayTimeout, -504, fmt.Sprintf("the fleet did not confirm job %s; it may have been stored and may run", jr.ID))
+		return
+	case err != nil:
+		g.log.Warn("publish", "job_id", jr.ID, "err", err)
+		sandboxRefuse(w, errors.New("the fleet did not store the request"))
 		return
 	}
 	g.metrics.jobs.WithLabelValues("dify").Inc()
 	var stdout, stderr bytes.Buffer // output_bytes bounds them
-	st, err := g.wait(r, jr.ID, false, func(p runfleet.Page) error {
+	cancelOnDisconnect := g.o.CancelOnDisconnect == nil || *g.o.CancelOnDisconnect
+	st, err := g.wait(r, jr.ID, cancelOnDisconnect, func(p runfleet.Page) error {
 		if p.Stream == job.Stderr {
 			stderr.Write(p.Data)
 		} else {
@@ -105,11 +153,14 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 	})
 	switch {
 	case errors.Is(err, runfleet.ErrNoSettlement):
-		sandboxFail(w, http.StatusGatewayTimeout, -504, fmt.Sprintf("job %s did not settle within %s; it goes on", jr.ID, g.o.MaxWait))
+		sandboxFail(w, http.StatusGatewayTimeout, -504, fmt.Sprintf("job %s did not settle while this request waited (--max-wait %s, or the gateway is shutting down); it goes on", jr.ID, g.o.MaxWait))
 		return
 	case err != nil:
+		// The job is stored but its output cannot reach the caller: cancel it, so that a retry
+		// does not run the code beside it.
 		g.log.Warn("watch", "job_id", jr.ID, "err", err)
-		sandboxFail(w, http.StatusServiceUnavailable, -503, watchFailure(err)+": could not follow job "+jr.ID)
+		g.cancelJob(r.Context(), jr.ID, "watch failed")
+		sandboxFail(w, http.StatusBadGateway, -502, watchFailure(err)+": could not follow job "+jr.ID+"; it was cancelled")
 		return
 	case st.Status == job.StatusRejected:
 		sandboxFail(w, http.StatusOK, -400, cmp.Or(strings.TrimSpace(string(st.Reason)+": "+st.Detail), string(st.Reason)))

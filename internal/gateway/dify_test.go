@@ -141,16 +141,23 @@ func TestDify(t *testing.T) {
 			body   string
 			status int
 		}{
+			// As dify-sandbox answers a body sent as application/json, as Dify sends it: gin's
+			// BindJSON writes 400 for a body it cannot bind.
 			{"unsupported language", `{"language":"ruby","code":"puts 1","preload":"","enable_network":true}`, http.StatusBadRequest},
-			{"no code", `{"language":"python3","preload":""}`, http.StatusOK},
-			{"not JSON", `{"language":`, http.StatusOK},
+			{"no code", `{"language":"python3","preload":""}`, http.StatusBadRequest},
+			{"not JSON", `{"language":`, http.StatusBadRequest},
+			{"language not a string", `{"language":3,"code":"print(1)"}`, http.StatusBadRequest},
 			{"code with NUL", `{"language":"python3","code":"a\u0000"}`, http.StatusOK},
-			{"body too large", `{"language":"python3","code":"` + strings.Repeat("#", 1000001) + `"}`, http.StatusOK},
+			{"body too large", `{"language":"python3","code":"` + strings.Repeat("#", 1000001) + `"}`, http.StatusBadRequest},
 		} {
 			code, a := run(t, []byte(tc.body))
 			if code != tc.status || a.Code != -400 || a.Message == "" || a.Data != nil {
 				t.Errorf("%s: %d %+v, want %d with code -400, a message and data null", tc.name, code, a, tc.status)
 			}
+		}
+		// Another content type binds as a form there: 200 with code -400.
+		if code, b := f.do("POST", "/v1/sandbox/run", apiKey, []byte(`{"language":`), "Content-Type", "text/plain"); code != http.StatusOK || !bytes.Contains(b, []byte(`"code":-400`)) {
+			t.Errorf("not JSON as text/plain: %d %s, want 200 with code -400", code, b)
 		}
 	})
 

@@ -10,9 +10,16 @@
 //     the results stream's sequence of the last page seen).
 //   - A job is stored once before any answer says so: 202 {"job_id"} follows JetStream's ack.
 //   - A waiting request (?wait=true, /v1/sandbox/run, events) holds nothing but its own watch: a
-//     client that goes away ends the watch and never cancels the job, unless it asked to with
-//     ?cancel_on_disconnect=true. A wait is bounded by Options.MaxWait; past it the job goes on
-//     and the answer is its id.
+//     client that goes away ends the watch; it cancels the job on /v1/sandbox/run (whose answer
+//     nobody else can read) and, on ?wait=true, only when asked (?cancel_on_disconnect=true or
+//     Options.CancelOnDisconnect). A wait is bounded by Options.MaxWait, an event stream too;
+//     past it the job goes on and the answer is its id (504 on /v1/sandbox/run).
+//   - Admission before storing: a waiting request takes one of Options.MaxWaiting places before
+//     its job is published, so that a request the gateway could not follow is refused with
+//     nothing stored. 503 (with Retry-After) always means nothing was stored and retrying is
+//     safe; a stored job is never answered 503.
+//   - No client holds a request by being slow: its body must arrive within BodyTimeout, each
+//     write of an answer must finish within WriteTimeout.
 //   - Every route but /healthz, /readyz and /health needs the API key, compared in constant time.
 //     /health is dify-sandbox's public probe; the two others are the orchestrator's.
 //   - The gateway validates a native request as the protocol does, with no ranges of its own: a

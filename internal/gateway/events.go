@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet"
 )
@@ -45,6 +48,18 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request) {
 	if !g.nc.IsConnected() {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet's NATS is unreachable; retry later")
 		return
+	}
+	if after > 0 {
+		ok, err := g.pageOf(r.Context(), id, after)
+		switch {
+		case err != nil:
+			g.log.Warn("read Last-Event-ID", "job_id", id, "err", err)
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "could not read the results stream; retry later")
+			return
+		case !ok:
+			writeError(w, http.StatusBadRequest, "invalid_last_event_id", fmt.Sprintf("Last-Event-ID %d is not a page of job %s: nothing follows it (the job settled, or the id is another job's)", after, id))
+			return
+		}
 	}
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -88,6 +103,8 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request) {
 	defer g.metrics.watching()()
 	ctx, cancel := context.WithTimeout(r.Context(), g.o.MaxWait)
 	defer cancel()
+	// A write blocked on a client that stopped reading ends with the stream's time too.
+	defer context.AfterFunc(ctx, func() { endWrites(w) })()
 	st, err := g.client.WatchFrom(ctx, id, after, func(p runfleet.Page) error {
 		b, err := json.Marshal(pageEvent{Stream: p.Stream, Index: p.Index, Offset: p.Offset, Data: p.Data})
 		if err != nil {
@@ -96,8 +113,12 @@ func (g *Gateway) events(w http.ResponseWriter, r *http.Request) {
 		return send("id: %d\nevent: page\ndata: %s\n\n", p.Sequence, b)
 	})
 	switch {
-	case errors.Is(err, runfleet.ErrNoSettlement), r.Context().Err() != nil:
-		// The client left, or MaxWait passed: it resumes with Last-Event-ID.
+	case errors.Is(err, runfleet.ErrNoSettlement), r.Context().Err() != nil, ctx.Err() != nil:
+		// The client left, or MaxWait passed (a write blocked then fails): it resumes with
+		// Last-Event-ID.
+		return
+	case errors.Is(err, errWritesEnded), errors.Is(err, os.ErrDeadlineExceeded):
+		g.log.Info("events: client not reading, let go", "job_id", id)
 		return
 	case errors.Is(err, runfleet.ErrNotFound), errors.Is(err, runfleet.ErrExpired):
 		send("event: error\ndata: %s\n\n", mustJSON(lookupFailure(id, err)))
@@ -116,4 +137,24 @@ func mustJSON(v any) []byte {
 		return []byte(`{}`)
 	}
 	return b
+}
+
+// pageOf reports whether the results stream's message at seq is a page of job id: a
+// Last-Event-ID after which the stream resumes. Its settlement, a later message or another job's
+// is not, and a wait for what follows it would never end.
+func (g *Gateway) pageOf(ctx context.Context, id string, seq uint64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	s, err := g.js.Stream(ctx, g.subjects.ResultsStream())
+	if err != nil {
+		return false, fmt.Errorf("results stream: %w", err)
+	}
+	m, err := s.GetMsg(ctx, seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("results message %d: %w", seq, err)
+	}
+	return m.Subject == g.subjects.Page(id), nil
 }

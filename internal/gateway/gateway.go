@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -27,6 +28,7 @@ import (
 const (
 	DefaultMaxWait    = 5 * time.Minute
 	DefaultRunTimeout = 15 * time.Second // dify-sandbox's WORKER_TIMEOUT
+	DefaultMaxOutput  = 1 << 20          // output_bytes of /v1/sandbox/run jobs
 )
 
 // publishTimeout bounds one publish to JetStream; past it the fleet counts as unreachable.
@@ -34,15 +36,25 @@ const publishTimeout = 10 * time.Second
 
 // Options configure a [Gateway]. Zero fields take the documented defaults.
 type Options struct {
-	APIKey       string                  // required
-	Prefix       string                  // default job.DefaultPrefix
-	Queue        string                  // default job.DefaultQueue
-	Streams      runfleet.StreamOptions  // used only when a stream is missing
-	MaxWait      time.Duration           // longest a request waits for a settlement; default DefaultMaxWait
-	RunTimeout   time.Duration           // timeout_ms of /v1/sandbox/run jobs; default DefaultRunTimeout
-	Dependencies map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
-	Logger       *slog.Logger            // default: discard
-	DisableUI    bool                    // serve no web view at /ui/
+	APIKey     string                 // required
+	Prefix     string                 // default job.DefaultPrefix
+	Queue      string                 // default job.DefaultQueue
+	Streams    runfleet.StreamOptions // used only when a stream is missing
+	MaxWait    time.Duration          // longest a request waits for a settlement; default DefaultMaxWait
+	MaxWaiting int                    // requests waiting at once (?wait=true, /v1/sandbox/run); default DefaultMaxWaiting
+	RunTimeout time.Duration          // timeout_ms of /v1/sandbox/run jobs; default DefaultRunTimeout
+	MaxOutput  int64                  // output_bytes of /v1/sandbox/run jobs; default DefaultMaxOutput
+	// CancelOnDisconnect says whether a waiting client that goes away cancels its job; nil is each
+	// route's default: yes for /v1/sandbox/run, no for ?wait=true (which may ask with
+	// ?cancel_on_disconnect=).
+	CancelOnDisconnect *bool
+	BodyTimeout        time.Duration           // longest a request body may take to arrive; default DefaultBodyTimeout
+	WriteTimeout       time.Duration           // longest one write of an answer may take; default DefaultWriteTimeout
+	SigningKey         []byte                  // key of signed events URLs; default: random, this process's own
+	SignedURLTTL       time.Duration           // how long a signed events URL is valid; default DefaultSignedURLTTL
+	Dependencies       map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
+	Logger             *slog.Logger            // default: discard
+	DisableUI          bool                    // serve no web view at /ui/
 }
 
 // Dependency is a package a profile ships, as dify-sandbox lists it.
@@ -53,17 +65,19 @@ type Dependency struct {
 
 // Gateway serves the HTTP API over one NATS connection. It holds no job state.
 type Gateway struct {
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	client   *runfleet.Client
-	subjects job.Subjects
-	o        Options
-	policy   job.Policy
-	key      [sha256.Size]byte
-	log      *slog.Logger
-	metrics  *Metrics
-	draining atomic.Bool
-	ui       *webui.UI // nil when disabled
+	nc         *nats.Conn
+	js         jetstream.JetStream
+	client     *runfleet.Client
+	subjects   job.Subjects
+	o          Options
+	policy     job.Policy
+	key        [sha256.Size]byte
+	signingKey []byte // of signed events URLs
+	log        *slog.Logger
+	metrics    *Metrics
+	draining   atomic.Bool
+	admission  admission
+	ui         *webui.UI // nil when disabled
 }
 
 // ErrNoKey is returned by [New] without an API key: the gateway never serves without one.
@@ -80,7 +94,17 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 	}
 	o.MaxWait = cmp.Or(o.MaxWait, DefaultMaxWait)
 	o.RunTimeout = cmp.Or(o.RunTimeout, DefaultRunTimeout)
-	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.Prefix, Streams: o.Streams})
+	o.MaxWaiting = cmp.Or(o.MaxWaiting, DefaultMaxWaiting)
+	o.MaxOutput = cmp.Or(o.MaxOutput, DefaultMaxOutput)
+	o.BodyTimeout = cmp.Or(o.BodyTimeout, DefaultBodyTimeout)
+	o.WriteTimeout = cmp.Or(o.WriteTimeout, DefaultWriteTimeout)
+	o.SignedURLTTL = cmp.Or(o.SignedURLTTL, DefaultSignedURLTTL)
+	signingKey := o.SigningKey
+	if len(signingKey) == 0 {
+		signingKey = make([]byte, 32)
+		rand.Read(signingKey)
+	}
+	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.Prefix})
 	if err != nil {
 		return nil, err
 	}
@@ -88,9 +112,14 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	if err := runfleet.EnsureStreams(ctx, js, client.Subjects(), o.Streams); err != nil {
+		return nil, err
+	}
 	g := &Gateway{nc: nc, js: js, client: client, subjects: client.Subjects(), o: o,
 		policy: job.ProtocolPolicy(), key: sha256.Sum256([]byte(o.APIKey)),
 		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), metrics: NewMetrics()}
+	g.admission.max = int64(o.MaxWaiting)
+	g.signingKey = signingKey
 	if !o.DisableUI {
 		if g.ui, err = g.newUI(); err != nil {
 			return nil, fmt.Errorf("web view: %w", err)
@@ -116,6 +145,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("DELETE /v1/redrives/{id}", g.redriveRun)
 	mux.HandleFunc("GET /v1/jobs/{id}", g.jobOrInspect)
 	mux.HandleFunc("GET /v1/jobs/{id}/events", g.events)
+	mux.HandleFunc("POST /v1/jobs/{id}/events-url", g.eventsURL)
 	mux.HandleFunc("DELETE /v1/jobs/{id}", g.cancel)
 	mux.HandleFunc("GET /v1/jobs/{id}/artifacts/{path...}", g.artifact)
 	mux.HandleFunc("POST /v1/sandbox/run", g.sandboxRun)
@@ -124,7 +154,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", g.ready)
 	mux.Handle("GET /metrics", g.metrics.Handler())
-	return g.metrics.instrument(g.log, g.withUI(g.authenticate(mux)))
+	return g.metrics.instrument(g.log, g.o.WriteTimeout, g.withUI(g.authenticate(mux)))
 }
 
 // public are the routes that answer without the key: probes that tell nothing about jobs.
@@ -132,7 +162,7 @@ var public = map[string]bool{"/healthz": true, "/readyz": true, "/health": true}
 
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if public[r.URL.Path] || g.authorized(r) {
+		if public[r.URL.Path] || g.authorized(r) || g.signedEvents(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -20,7 +20,7 @@ type inspection struct {
 
 // jobOrInspect answers GET /v1/jobs/{id}: the settlement, or with ?request=true the inspection.
 func (g *Gateway) jobOrInspect(w http.ResponseWriter, r *http.Request) {
-	withRequest, err := boolParam(r.URL.Query().Get("request"))
+	withRequest, err := boolParam(r.URL.Query().Get("request"), false)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_query", "request: "+err.Error())
 		return

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/google/uuid"
@@ -27,12 +29,12 @@ type accepted struct {
 // submit stores a native job request: 202 once stored, or 200 with the settlement with ?wait=true.
 func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	wait, err := boolParam(q.Get("wait"))
+	wait, err := boolParam(q.Get("wait"), false)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_query", "wait: "+err.Error())
 		return
 	}
-	cancelOnDisconnect, err := boolParam(q.Get("cancel_on_disconnect"))
+	cancelOnDisconnect, err := boolParam(q.Get("cancel_on_disconnect"), g.o.CancelOnDisconnect != nil && *g.o.CancelOnDisconnect)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_query", "cancel_on_disconnect: "+err.Error())
 		return
@@ -45,7 +47,7 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_queue", fmt.Sprintf("queue %q is not a valid queue name", clip(queue)))
 		return
 	}
-	body, err := readBody(w, r, g.policy.MaxBodyBytes)
+	body, err := g.readBody(w, r)
 	if err != nil {
 		writeReject(w, err)
 		return
@@ -55,10 +57,26 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		writeReject(w, err)
 		return
 	}
-	if !g.publish(w, r.Context(), func(ctx context.Context) error {
+	setJobID(r, id)
+	// A waiting request takes its place before the job is stored: one the gateway could not
+	// follow is refused with nothing stored.
+	if wait {
+		release, err := g.admit()
+		if err != nil {
+			refuse(w, err)
+			return
+		}
+		defer release()
+	} else if !g.nc.IsConnected() {
+		refuse(w, errDisconnected)
+		return
+	}
+	err = g.store(context.WithoutCancel(r.Context()), func(ctx context.Context) error {
 		_, err := g.client.SubmitRaw(ctx, queue, id, body, nil)
 		return err
-	}) {
+	})
+	if err != nil {
+		g.storeFailed(w, id, err)
 		return
 	}
 	g.metrics.jobs.WithLabelValues("native").Inc()
@@ -68,14 +86,15 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := g.wait(r, id, cancelOnDisconnect, nil)
-	switch {
-	case errors.Is(err, runfleet.ErrNoSettlement):
+	if err != nil {
+		// Past --max-wait, at shutdown, or a watch that failed: the job is stored and goes on.
+		if !errors.Is(err, runfleet.ErrNoSettlement) {
+			g.log.Warn("watch", "job_id", id, "err", err)
+		}
 		writeJSON(w, http.StatusAccepted, accepted{JobID: id})
-	case err != nil:
-		g.unavailable(w, id, err)
-	default:
-		writeJSON(w, http.StatusOK, st)
+		return
 	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 // decode validates body as the protocol does and returns the job's id: the body's own, or a new
@@ -108,38 +127,45 @@ func (g *Gateway) wait(r *http.Request, id string, cancelOnDisconnect bool, onPa
 	defer cancel()
 	st, err := g.client.Watch(ctx, id, onPage)
 	if errors.Is(err, runfleet.ErrNoSettlement) && cancelOnDisconnect && r.Context().Err() != nil && !g.draining.Load() {
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(r.Context()), publishTimeout)
-		defer ccancel()
-		if cerr := g.client.Cancel(cctx, id); cerr != nil {
-			g.log.Warn("cancel on disconnect", "job_id", id, "err", cerr)
-		} else {
-			g.log.Info("client disconnected: job cancelled as asked", "job_id", id)
-		}
+		g.cancelJob(r.Context(), id, "client disconnected")
 	}
 	return st, err
 }
 
-// publish runs pub against JetStream, bounded; when NATS is unreachable it answers 503 and
-// reports false.
-func (g *Gateway) publish(w http.ResponseWriter, ctx context.Context, pub func(context.Context) error) bool {
-	if !g.nc.IsConnected() {
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet's NATS is unreachable; retry later")
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+// cancelJob cancels job id for the reason given, whether or not ctx has ended, and logs what came
+// of it.
+func (g *Gateway) cancelJob(ctx context.Context, id, why string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
 	defer cancel()
-	if err := pub(ctx); err != nil {
-		g.log.Warn("publish", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "unavailable", "the fleet did not store the request; retry later")
-		return false
+	if err := g.client.Cancel(ctx, id); err != nil {
+		g.log.Warn("cancel", "job_id", id, "why", why, "err", err)
+		return
 	}
-	return true
+	g.log.Info("job cancelled", "job_id", id, "why", why)
 }
 
-func (g *Gateway) unavailable(w http.ResponseWriter, id string, err error) {
-	g.log.Warn("watch", "job_id", id, "err", err)
+// refuse answers a request refused before anything was stored: retrying it is safe.
+func refuse(w http.ResponseWriter, err error) {
 	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, watchFailure(err), "could not follow job "+id+"; it was stored: GET /v1/jobs/"+id+" later")
+	writeError(w, http.StatusServiceUnavailable, refusalReason(err), err.Error()+"; nothing was stored, retry later")
+}
+
+// storeFailed answers a publish that store did not see acknowledged.
+func (g *Gateway) storeFailed(w http.ResponseWriter, id string, err error) {
+	var rej *job.RejectError
+	switch {
+	case errors.As(err, &rej):
+		writeReject(w, err)
+	case errors.Is(err, errUnconfirmed):
+		g.log.Warn("publish", "job_id", id, "err", err)
+		writeJSON(w, http.StatusGatewayTimeout, struct {
+			errorBody
+			JobID string `json:"job_id"`
+		}{errorBody{Reason: "unconfirmed", Detail: "the fleet did not confirm job " + id + "; it may have been stored: GET /v1/jobs/" + id}, id})
+	default:
+		g.log.Warn("publish", "job_id", id, "err", err)
+		refuse(w, errors.New("the fleet did not store the request"))
+	}
 }
 
 // errTooManyConsumers is JetStream's answer when a stream holds its maximum of consumers
@@ -310,20 +336,41 @@ func pathID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return id, true
 }
 
-// readBody reads at most limit bytes; a larger body is a payload_too_large rejection.
-func readBody(w http.ResponseWriter, r *http.Request, limit int) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(limit)))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, &job.RejectError{Reason: job.ReasonPayloadTooLarge, Detail: fmt.Sprintf("body over %d bytes", limit)}
-	}
+// errBodyTimeout is a body that did not arrive within Options.BodyTimeout.
+var errBodyTimeout = errors.New("the request body did not arrive in time")
+
+// readBody reads the request body: at most the protocol's limit, within Options.BodyTimeout, so
+// that a client sending a body slowly (or never) holds no request for longer. A larger body is a
+// payload_too_large rejection.
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(g.o.BodyTimeout)) // a writer without deadlines reads without
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(g.policy.MaxBodyBytes)))
 	if err != nil {
+		// The deadline stays, and the connection closes after the answer: the server would
+		// otherwise wait for the rest of the body before answering.
+		w.Header().Set("Connection", "close")
+	} else {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	var tooLarge *http.MaxBytesError
+	var nerr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		return nil, &job.RejectError{Reason: job.ReasonPayloadTooLarge, Detail: fmt.Sprintf("body over %d bytes", g.policy.MaxBodyBytes)}
+	case errors.As(err, &nerr) && nerr.Timeout():
+		return nil, fmt.Errorf("%w (%s)", errBodyTimeout, g.o.BodyTimeout)
+	case err != nil:
 		return nil, &job.RejectError{Reason: job.ReasonInvalidJSON, Detail: "read body: " + err.Error()}
 	}
 	return body, nil
 }
 
 func writeReject(w http.ResponseWriter, err error) {
+	if errors.Is(err, errBodyTimeout) {
+		writeError(w, http.StatusRequestTimeout, "body_timeout", err.Error())
+		return
+	}
 	var rej *job.RejectError
 	if errors.As(err, &rej) {
 		writeError(w, http.StatusBadRequest, string(rej.Reason), rej.Detail)
@@ -332,9 +379,9 @@ func writeReject(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusBadRequest, string(job.ReasonInvalidJSON), err.Error())
 }
 
-func boolParam(v string) (bool, error) {
+func boolParam(v string, def bool) (bool, error) {
 	if v == "" {
-		return false, nil
+		return def, nil
 	}
 	return strconv.ParseBool(v)
 }

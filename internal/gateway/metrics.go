@@ -2,10 +2,10 @@ package gateway
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -62,11 +62,14 @@ func (m *Metrics) watching() func() {
 	}
 }
 
-// instrument counts and times every request, and logs it.
-func (m *Metrics) instrument(log *slog.Logger, next http.Handler) http.Handler {
+// instrument counts and times every request, logs it, and bounds each of its writes by
+// writeTimeout.
+func (m *Metrics) instrument(log *slog.Logger, writeTimeout time.Duration, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+		sw := newStatusWriter(w, writeTimeout)
+		info := &requestInfo{}
+		r = r.WithContext(context.WithValue(r.Context(), requestInfoKey{}, info))
 		next.ServeHTTP(sw, r)
 		route := r.Pattern // set by the mux on this request
 		if route == "" {
@@ -76,28 +79,21 @@ func (m *Metrics) instrument(log *slog.Logger, next http.Handler) http.Handler {
 		took := time.Since(start)
 		m.duration.WithLabelValues(route).Observe(took.Seconds())
 		log.Info("request", "method", r.Method, "route", route, "code", sw.code, "ms", took.Milliseconds(),
-			"job_id", cmp.Or(r.PathValue("id"), strings.TrimPrefix(sw.Header().Get("Location"), "/v1/jobs/")),
+			"job_id", cmp.Or(info.jobID, r.PathValue("id")),
 			"remote", r.RemoteAddr)
 	})
 }
 
-// statusWriter records the status code; Unwrap lets http.ResponseController reach Flush.
-type statusWriter struct {
-	http.ResponseWriter
-	code  int
-	wrote bool
+// requestInfo is what a handler tells the request log: the job it stored or followed.
+type requestInfo struct {
+	jobID string
 }
 
-func (s *statusWriter) WriteHeader(code int) {
-	if !s.wrote {
-		s.code, s.wrote = code, true
+type requestInfoKey struct{}
+
+// setJobID names the job of request r in its log line.
+func setJobID(r *http.Request, id string) {
+	if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok {
+		info.jobID = id
 	}
-	s.ResponseWriter.WriteHeader(code)
 }
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	s.wrote = true
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

@@ -19,7 +19,7 @@ func (g *Gateway) redrive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body job.RedriveRequest
-	if !readJSON(w, r, &body) {
+	if !g.readJSON(w, r, &body) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
@@ -53,7 +53,7 @@ type bulkBody struct {
 // startRedrive starts a bulk redrive, or with dry_run counts its jobs: POST /v1/redrives.
 func (g *Gateway) startRedrive(w http.ResponseWriter, r *http.Request) {
 	var body bulkBody
-	if !readJSON(w, r, &body) {
+	if !g.readJSON(w, r, &body) {
 		return
 	}
 	b := job.BulkRedrive{Status: body.Status, Queue: body.Queue, Tenant: body.Tenant, RatePerS: body.RatePerS,
@@ -125,8 +125,8 @@ func (g *Gateway) serviceError(w http.ResponseWriter, what string, err error) {
 }
 
 // readJSON decodes a small optional JSON body into v; an empty body leaves v as it is.
-func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	b, err := readBody(w, r, 64<<10)
+func (g *Gateway) readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	b, err := g.readBody(w, r)
 	if err == nil && len(b) > 0 {
 		if jerr := json.Unmarshal(b, v); jerr != nil {
 			err = &job.RejectError{Reason: job.ReasonInvalidJSON, Detail: jerr.Error()}

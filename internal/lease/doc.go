@@ -21,7 +21,9 @@
 // count, and a claim after a loss takes at least its own count, above every earlier delivery's.
 // Otherwise the new attempt would write with the stale attempt's Nats-Msg-Ids and take the stale
 // attempt's settlement, deduplicated, for its own. (A durable consumer deleted and made again
-// restarts the delivery counts; the fleet never deletes one.)
+// restarts the delivery counts at 1 for every request the jobs stream kept: the worker then claims
+// each message stored before the new consumer with a count of at least 2, package queue's
+// Source.Deliveries.)
 //
 // # What a claim decides
 //

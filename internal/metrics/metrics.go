@@ -30,6 +30,9 @@ type Metrics struct {
 	waiting     *prometheus.GaugeVec
 	takes       *prometheus.CounterVec
 	takeWait    *prometheus.HistogramVec
+	jobsBytes   prometheus.Gauge
+	jobsMsgs    prometheus.Gauge
+	jobsFull    prometheus.Gauge
 }
 
 // New registers the collectors; slots is the worker's concurrency.
@@ -54,11 +57,24 @@ func New(slots int) *Metrics {
 		takes:       prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_sandbox_takes_total", Help: "Sandboxes handed to jobs: warm (created ahead) or cold (created for the job)."}, []string{"profile", "source"}),
 		takeWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "runfleet_sandbox_wait_seconds", Help: "How long a job waited for its sandbox.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"profile"}),
+		jobsBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_jobs_stream_bytes", Help: "Bytes the jobs stream holds: the kept requests."}),
+		jobsMsgs:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_jobs_stream_messages", Help: "Requests the jobs stream holds."}),
+		jobsFull: prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_jobs_stream_fullness",
+			Help: "Bytes the jobs stream holds over its bound (--jobs-max-bytes); at 1 new jobs are refused."}),
 	}
 	reg.MustRegister(m.claimed, m.redelivered, m.dispatched, m.settled, m.leasesLost, m.running, m.slots,
-		m.queueWait, m.start, m.runTime, m.total, m.waiting, m.takes, m.takeWait)
+		m.queueWait, m.start, m.runTime, m.total, m.waiting, m.takes, m.takeWait, m.jobsBytes, m.jobsMsgs, m.jobsFull)
 	m.slots.Set(float64(slots))
 	return m
+}
+
+// JobsStream sets what the jobs stream holds and its bound (0 or less: none).
+func (m *Metrics) JobsStream(bytes, msgs uint64, maxBytes int64) {
+	m.jobsBytes.Set(float64(bytes))
+	m.jobsMsgs.Set(float64(msgs))
+	if maxBytes > 0 {
+		m.jobsFull.Set(float64(bytes) / float64(maxBytes))
+	}
 }
 
 // Claimed counts a claim.
@@ -107,6 +123,13 @@ func (m *Metrics) LeaseLost(queue string) { m.leasesLost.WithLabelValues(queue).
 func (m *Metrics) Running(delta int) {
 	m.running.Add(float64(delta))
 	m.slots.Sub(float64(delta))
+}
+
+// RemovalsPending exports n, the provider's sandbox removals left running after their jobs
+// settled (the Docker provider's), as runfleet_sandbox_removals_pending.
+func (m *Metrics) RemovalsPending(n func() int) {
+	m.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "runfleet_sandbox_removals_pending",
+		Help: "Sandboxes whose job settled and whose removal is not done yet."}, func() float64 { return float64(n()) }))
 }
 
 // Check is one readiness condition; nil means ready.

@@ -21,15 +21,55 @@ type ConsumerOptions struct {
 	MaxAckPending int
 }
 
-// Consumer returns the durable pull consumer that the fleet shares for queue, creating it when it
-// is missing. An existing consumer whose AckWait is shorter than o's (made by a worker with a
-// shorter lease) is raised to it, so that this worker's deliveries are not redelivered while it
-// runs them; it is never lowered, since other workers of the fleet may need it. MaxDeliver stays unlimited: in a work-queue stream a message past MaxDeliver would
-// stay stored forever and block nothing but be never settled; the lease record counts failures
-// instead.
-func Consumer(ctx context.Context, js jetstream.JetStream, s job.Subjects, queue string, o ConsumerOptions) (jetstream.Consumer, error) {
+// Source is a consumer the worker fetches jobs from.
+type Source struct {
+	jetstream.Consumer
+	// remade is when the consumer was made, if it replaced an earlier one of the same name.
+	remade time.Time
+}
+
+// Deliveries is the delivery count a claim of the message may trust: JetStream's, or at least 2
+// for a message stored before its consumer replaced an earlier one, whose count restarted at 1
+// although the earlier consumer may have delivered it (lease.Delivery's "may have run" rule).
+func (s *Source) Deliveries(meta *jetstream.MsgMetadata) uint64 {
+	if s.History(meta) {
+		return max(meta.NumDelivered, 2)
+	}
+	return meta.NumDelivered
+}
+
+// History reports whether the message was stored before its consumer replaced an earlier one:
+// it may have been served and settled long ago, and the stream kept it.
+func (s *Source) History(meta *jetstream.MsgMetadata) bool {
+	return !s.remade.IsZero() && !meta.Timestamp.After(s.remade)
+}
+
+// Next waits up to wait for one message of s; nil when none came.
+func (s *Source) Next(wait time.Duration) (jetstream.Msg, error) {
+	batch, err := s.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	for m := range batch.Messages() {
+		return m, nil
+	}
+	return nil, batch.Error()
+}
+
+// Consumer returns the durable pull consumer that the fleet shares for queue, over every tenant,
+// creating it when it is missing. An existing consumer whose AckWait is shorter than o's (made by
+// a worker with a shorter lease) is raised to it, so that this worker's deliveries are not
+// redelivered while it runs them; it is never lowered, since other workers of the fleet may need
+// it. MaxDeliver stays unlimited: the lease record counts failures instead.
+//
+// The jobs stream keeps every request for the retention, acked or not, and a consumer made again
+// delivers them all from the start. It cannot be made to start after what its predecessor served
+// (that is lost with it, and some may not be acked), so the jobs stream remembers when each
+// queue's first consumer was made (its metadata, [markerKey]) and a later one says, through
+// [Source.Deliveries], that what was stored before it may have run.
+func Consumer(ctx context.Context, js jetstream.JetStream, s job.Subjects, queue string, o ConsumerOptions) (*Source, error) {
 	if !job.ValidQueue(queue) {
-		return nil, fmt.Errorf("queue %q: want %s", queue, "^[a-z0-9][a-z0-9_-]{0,63}$")
+		return nil, fmt.Errorf("queue %q: %w", queue, job.ErrInvalidQueue)
 	}
 	cfg := jetstream.ConsumerConfig{
 		Durable:       s.Consumer(queue),
@@ -41,17 +81,63 @@ func Consumer(ctx context.Context, js jetstream.JetStream, s job.Subjects, queue
 		MaxAckPending: cmp.Or(o.MaxAckPending, 10000),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
-	c, err := js.CreateConsumer(ctx, s.JobsStream(), cfg)
+	return durable(ctx, js, s.JobsStream(), cfg)
+}
+
+// durable creates or opens the durable consumer cfg of the jobs stream and says whether it
+// replaced an earlier one.
+func durable(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.ConsumerConfig) (*Source, error) {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	first, marked := st.CachedInfo().Config.Metadata[markerKey(cfg.Durable)]
+	c, err := js.CreateConsumer(ctx, stream, cfg)
 	if errors.Is(err, jetstream.ErrConsumerExists) {
-		c, err = js.Consumer(ctx, s.JobsStream(), cfg.Durable)
+		c, err = js.Consumer(ctx, stream, cfg.Durable)
 		if err == nil && c.CachedInfo().Config.AckWait < cfg.AckWait {
 			cur := c.CachedInfo().Config
 			cur.AckWait = cfg.AckWait
-			c, err = js.UpdateConsumer(ctx, s.JobsStream(), cur)
+			c, err = js.UpdateConsumer(ctx, stream, cur)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", cfg.Durable, err)
 	}
-	return c, nil
+	created := c.CachedInfo().Created
+	if !marked {
+		if err := mark(ctx, js, st, cfg.Durable, created); err != nil {
+			return nil, err
+		}
+		return &Source{Consumer: c}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, first); err == nil && t.Equal(created) {
+		return &Source{Consumer: c}, nil
+	}
+	return &Source{Consumer: c, remade: created}, nil
+}
+
+// markerKey is the jobs stream's metadata key that holds when consumer name was first made.
+func markerKey(name string) string { return "runfleet.first_made." + name }
+
+// mark records on stream st that consumer name was first made at created. It is written after
+// the consumer was made, so that it never names a consumer that does not exist; a worker that
+// dies in between leaves it to the next, which finds the consumer and writes it.
+func mark(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, name string, created time.Time) error {
+	info, err := st.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", st.CachedInfo().Config.Name, err)
+	}
+	cfg := info.Config
+	if _, ok := cfg.Metadata[markerKey(name)]; ok {
+		return nil
+	}
+	if cfg.Metadata == nil {
+		cfg.Metadata = map[string]string{}
+	}
+	cfg.Metadata[markerKey(name)] = created.UTC().Format(time.RFC3339Nano)
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("mark consumer %s on stream %s: %w", name, cfg.Name, err)
+	}
+	return nil
 }

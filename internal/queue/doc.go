@@ -1,6 +1,13 @@
 // Package queue is runfleet's side of NATS JetStream: the durable pull consumer each queue shares
 // across the fleet, and the result log a job's pages and settlement are stored in.
 //
+// The jobs stream keeps every request for the retention, served or not (Limits retention, one
+// message per job subject): an ack moves the consumer on and removes nothing, and a message that
+// no settlement can name is deleted. A consumer is never made to deliver from the start in place of
+// one that served its queue; when one was lost all the same, the stream's metadata says the new one
+// is not the first, and every message stored before it is claimed as a possible redelivery and
+// acked, without running, when its settlement is already stored.
+//
 // JetStream is the doorbell and the result log; Redis (package lease) is the judge. What queue
 // adds to the judgement is store-once fencing of results: every page and settlement of a
 // dispatching attempt is published with the expected last sequence of the job's result subjects

@@ -49,7 +49,7 @@ func destroy(ctx context.Context, sb sandbox.Sandbox) error {
 	return sb.Destroy(ctx)
 }
 
-func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
+func (r *Runner) handle(runCtx context.Context, q string, src *queue.Source, m jetstream.Msg) {
 	meta, err := m.Metadata()
 	if err != nil {
 		r.log.Error("message without metadata", "queue", q, "err", err)
@@ -78,7 +78,10 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 	r.cancels.add(a, cancel)
 	defer r.cancels.remove(a)
 
-	claim, err := r.leases.Claim(jctx, id, r.o.Worker, lease.Delivery{Count: meta.NumDelivered, QueuedAt: meta.Timestamp, Subject: m.Subject()})
+	if src.History(meta) && r.settledBefore(jctx, a) {
+		return
+	}
+	claim, err := r.leases.Claim(jctx, id, r.o.Worker, lease.Delivery{Count: src.Deliveries(meta), QueuedAt: meta.Timestamp, Subject: m.Subject()})
 	if err != nil {
 		a.log.Error("claim", "err", err)
 		_ = m.NakWithDelay(time.Second)
@@ -116,6 +119,9 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 	defer a.stopHeartbeat()
 
 	if claim.Mode == lease.ModeUnknown || claim.Mode == lease.ModeRecordLost {
+		if r.settledBefore(leaseCtx, a) {
+			return
+		}
 		// Never decoded in full: its settlement still says what it redrove.
 		a.base.RedriveOf = peekRedriveOf(a.m.Data())
 	}
@@ -128,6 +134,29 @@ func (r *Runner) handle(runCtx context.Context, q string, m jetstream.Msg) {
 		return
 	}
 	r.run(jctx, leaseCtx, a, claim.Failures)
+}
+
+// settledBefore reports whether job a already settled, by one read of its settlement subject,
+// and if so records the settlement and acks the message. The jobs stream keeps requests long
+// after they settled: one delivered again (a consumer made again, a Redis that lost its records)
+// must neither run nor settle unknown. A read that fails says no: the claim decides then.
+func (r *Runner) settledBefore(ctx context.Context, a *attempt) bool {
+	prev, err := r.results.Settlement(ctx, a.id)
+	if err != nil {
+		if !errors.Is(err, queue.ErrNotSettled) {
+			a.log.Warn("read settlement", "err", err)
+		}
+		return false
+	}
+	a.log.Info("settled before; acking a kept request delivered again", "status", prev.Status, "by_attempt", prev.Attempt)
+	if a.stopHeartbeat != nil {
+		a.stopHeartbeat()
+	}
+	if err := r.leases.Adopt(ctx, a.id, string(prev.Status), a.lease); err != nil {
+		a.log.Warn("record settlement", "err", err)
+	}
+	_ = a.m.DoubleAck(ctx)
+	return true
 }
 
 // reject records rec for a job message no settlement subject can name, then deletes it from the

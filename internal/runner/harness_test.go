@@ -61,11 +61,14 @@ func newFleetWith(t testing.TB, so runfleet.StreamOptions) *fleet {
 	f := &fleet{t: t, nats: testenv.StartNATS(t), redis: testenv.StartRedis(t), dlog: filepath.Join(t.TempDir(), "dispatches")}
 	var err error
 	nc := f.nats.Conn()
-	f.client, err = runfleet.NewClient(t.Context(), nc, runfleet.Options{Streams: so})
+	f.client, err = runfleet.NewClient(t.Context(), nc, runfleet.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if f.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := runfleet.EnsureStreams(t.Context(), f.js, f.client.Subjects(), so); err != nil {
 		t.Fatal(err)
 	}
 	f.subjects = f.client.Subjects()

@@ -266,6 +266,49 @@ func TestTwoWorkersShareTheWork(t *testing.T) {
 	}
 }
 
+// TestOneFetchFillsTheFreeSlots checks that a worker with free slots and jobs waiting asks for a
+// job per free slot in one pull request, not one request per job: a fetch per job bounded a worker
+// to about 600 jobs/s whatever its slots (internal/cmd/cpbench).
+func TestOneFetchFillsTheFreeSlots(t *testing.T) {
+	f := newFleet(t)
+	const slots, n = 6, 12
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = f.submit(job.Request{Language: "python3", Code: "pass"})
+	}
+	var mu sync.Mutex
+	var batches []int
+	sub, err := f.nats.Conn().Subscribe("$JS.API.CONSUMER.MSG.NEXT."+f.subjects.JobsStream()+".>", func(m *nats.Msg) {
+		var req struct {
+			Batch int `json:"batch"`
+		}
+		if err := json.Unmarshal(m.Data, &req); err != nil {
+			t.Errorf("pull request %q: %v", m.Data, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		batches = append(batches, req.Batch)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := f.nats.Conn().Flush(); err != nil {
+		t.Fatal(err)
+	}
+	f.startWorker(workerOpts{concurrency: slots})
+	for _, id := range ids {
+		if r := f.wait(id); r.st.Status != job.StatusSucceeded {
+			t.Errorf("job %s settled %s %s", id, r.st.Status, r.st.Detail)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) == 0 || batches[0] != slots {
+		t.Errorf("pull requests asked for %v jobs, want the first to ask for %d (every slot free, %d jobs waiting)", batches, slots, n)
+	}
+}
+
 // TestBadInputCorpus sends every invalid message through the real queue: each gets one rejected
 // settlement with its reason (or a record on the rejected subject), and the next good job runs.
 func TestBadInputCorpus(t *testing.T) {

@@ -25,6 +25,10 @@
 //     at its timeout or on a cancel; a provider's sandboxes read it as a [FileReader].
 //   - Destroy kills what is left and returns nil only when nothing of the sandbox remains:
 //     no process, no cgroup or container, no files. It may be called on a sandbox never assigned.
+//     One exception keeps a slow removal off the job's path: once the program has ended (every
+//     process of it gone, its files read), a provider may return nil with the removal still
+//     running, provided it finishes it before its Close returns, offers WaitRemovals(ctx), and
+//     leaves anything it failed to remove to its reaper (the Docker provider does).
 //   - A sandbox has no network but loopback, no view of the host's files beyond its profile's
 //     read-only root, and runs as an unprivileged user with no capabilities, under [Seccomp].
 //   - A sandbox ends, every process of it, within 2 s of its worker's death, however the worker

@@ -19,8 +19,18 @@ type NATS struct {
 // StartNATS starts an embedded JetStream server on a free loopback port.
 func StartNATS(t testing.TB) *NATS {
 	t.Helper()
+	return StartNATSWith(t, nil)
+}
+
+// StartNATSWith is StartNATS with configure applied to the server's options first (users and
+// their permissions, say). Connections then need what configure asks for: URL has none of it.
+func StartNATSWith(t testing.TB, configure func(*server.Options)) *NATS {
+	t.Helper()
 	n := &NATS{t: t, opts: server.Options{Host: "127.0.0.1", Port: FreePort(t), JetStream: true,
 		StoreDir: t.TempDir(), NoLog: true, NoSigs: true}}
+	if configure != nil {
+		configure(&n.opts)
+	}
 	n.start()
 	t.Cleanup(n.Stop)
 	return n

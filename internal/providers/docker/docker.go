@@ -45,6 +45,7 @@ import (
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/supervise"
 )
 
 // Labels put on every container.
@@ -99,6 +100,14 @@ type Provider struct {
 
 	mu   sync.Mutex
 	live map[string]string // id → sandbox name of the containers this provider made and no Destroy was asked for
+
+	// Removals of containers whose program has ended run off the job's path (see Destroy); Close
+	// waits for them.
+	removals   sync.WaitGroup
+	removing   chan struct{}   // bounds removals at once, so that they leave the daemon to creations
+	pendingIDs map[string]bool // guarded by mu: the reaper leaves them to their removal
+	pending    atomic.Int64
+	removeHook func() // tests: called before each removal
 }
 
 var _ sandbox.Provider = (*Provider)(nil)
@@ -131,7 +140,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if err := checkStatic(initBin); err != nil {
 		return nil, fmt.Errorf("container init: %w", err)
 	}
-	if initBin, err = privateCopy(initBin, cmp.Or(o.StateDir, DefaultStateDir)); err != nil {
+	if initBin, err = supervise.PrivateCopyFile(initBin, cmp.Or(o.StateDir, DefaultStateDir)); err != nil {
 		return nil, fmt.Errorf("container init: %w", err)
 	}
 	initStat, err := os.Lstat(initBin)
@@ -151,7 +160,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		c.Close()
 		return nil, fmt.Errorf("docker info: %w", err)
 	}
-	p := &Provider{c: c, o: o, log: cmp.Or(o.Logger, slog.Default()), live: map[string]string{},
+	p := &Provider{c: c, o: o, log: cmp.Or(o.Logger, slog.Default()), live: map[string]string{}, removing: make(chan struct{}, maxRemovals), pendingIDs: map[string]bool{},
 		seccomp: sc, uid: uid, gid: gid, init: initBin, initStat: initStat,
 		cg: newCgroupLayout(cmp.Or(o.CgroupRoot, "/sys/fs/cgroup"), info.Info.CgroupDriver, info.Info.CgroupVersion, o.Fleet)}
 	if !p.cg.measures() {
@@ -166,8 +175,28 @@ func (p *Provider) Ready(ctx context.Context) error {
 	return err
 }
 
-// Close releases the client.
-func (p *Provider) Close() error { return p.c.Close() }
+// Close waits for the removals Destroy left running, then releases the client.
+func (p *Provider) Close() error {
+	p.removals.Wait()
+	return p.c.Close()
+}
+
+// PendingRemovals returns how many containers whose Destroy returned are not removed yet.
+func (p *Provider) PendingRemovals() int { return int(p.pending.Load()) }
+
+// WaitRemovals returns once no removal is pending, or with ctx's error.
+func (p *Provider) WaitRemovals(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for p.pending.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d container removals pending: %w", p.pending.Load(), ctx.Err())
+		case <-t.C:
+		}
+	}
+	return nil
+}
 
 // Name is "docker".
 func (p *Provider) Name() string { return "docker" }
@@ -300,6 +329,7 @@ type containerSandbox struct {
 	wait       client.ContainerWaitResult
 	cancelWait context.CancelFunc
 	waited     bool // the wait's answer was taken
+	exited     bool // the wait answered that the container exited (not that it gave up)
 	gone       bool
 	held       atomic.Bool // the init reported the program's end and keeps /workspace
 }
@@ -469,7 +499,7 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 	case <-s.wait.Result:
 	case waitErr = <-s.wait.Error:
 	}
-	s.waited = true
+	s.waited, s.exited = true, waitErr == nil
 	s.cancelWait()
 	s.attach.Close()
 	wg.Wait()
@@ -524,9 +554,13 @@ func (k *killOnError) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// Destroy removes the container and its parent cgroup, and returns nil once the daemon confirms
-// the container is gone. From its first call the provider no longer counts the container as
-// live, so the reaper removes whatever a failed Destroy left.
+// Destroy removes the container and its parent cgroup. When the program has ended (the init
+// reported its end and holds the container, or the container exited), nothing of the job runs
+// any more and its files were read: Destroy returns at once and the removal, which takes the
+// daemon about 100 ms, runs off the job's path, bounded by maxRemovals; Close waits for it.
+// Otherwise Destroy returns nil once the daemon confirms the container is gone. From its first
+// call the provider no longer counts the container as live, so the reaper removes whatever a
+// failed removal left.
 func (s *containerSandbox) Destroy(ctx context.Context) error {
 	if s.gone {
 		return nil
@@ -534,6 +568,7 @@ func (s *containerSandbox) Destroy(ctx context.Context) error {
 	s.p.mu.Lock()
 	delete(s.p.live, s.id)
 	s.p.mu.Unlock()
+	ended := s.held.Load() || s.exited
 	if s.attach.Conn != nil {
 		s.attach.Close()
 	}
@@ -546,13 +581,48 @@ func (s *containerSandbox) Destroy(ctx context.Context) error {
 		}
 		s.waited = true
 	}
-	if err := s.p.remove(ctx, s.id); err != nil {
+	if ended {
+		s.gone = true
+		s.p.pending.Add(1)
+		s.p.mu.Lock()
+		s.p.pendingIDs[s.id] = true
+		s.p.mu.Unlock()
+		s.p.removals.Go(func() {
+			defer func() {
+				s.p.mu.Lock()
+				delete(s.p.pendingIDs, s.id)
+				s.p.mu.Unlock()
+				s.p.pending.Add(-1)
+			}()
+			s.p.removing <- struct{}{}
+			defer func() { <-s.p.removing }()
+			if err := s.p.removeAll(context.Background(), s.id, s.name); err != nil {
+				s.p.log.Warn("remove ended container; the reaper will", "container", s.id, "err", err)
+			}
+		})
+		return nil
+	}
+	if err := s.p.removeAll(ctx, s.id, s.name); err != nil {
 		return err
 	}
-	if err := s.p.cg.remove(s.name); err != nil {
-		return fmt.Errorf("remove %s: %w", s.id, err)
-	}
 	s.gone = true
+	return nil
+}
+
+// maxRemovals bounds the container removals Destroy leaves running at once.
+const maxRemovals = 2
+
+// removeAll removes a container and its parent cgroup.
+func (p *Provider) removeAll(ctx context.Context, id, name string) error {
+	if p.removeHook != nil {
+		p.removeHook()
+	}
+	if err := p.remove(ctx, id); err != nil {
+		return err
+	}
+	if err := p.cg.remove(name); err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
 	return nil
 }
 
@@ -586,6 +656,7 @@ func (p *Provider) Reap(ctx context.Context) (int, error) {
 	for _, c := range list.Items {
 		p.mu.Lock()
 		_, live := p.live[c.ID]
+		live = live || p.pendingIDs[c.ID]
 		p.mu.Unlock()
 		if live {
 			continue

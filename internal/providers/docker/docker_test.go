@@ -3,11 +3,13 @@ package docker_test
 import (
 	"context"
 	"encoding/base64"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -165,6 +167,46 @@ func TestFailedDestroyReaped(t *testing.T) {
 	}
 	if left := containerLeft(t, sb.ID()); left != "" {
 		t.Errorf("after Reap, left on the host: %s", left)
+	}
+}
+
+// TestDestroyLeavesTheRemovalOffTheJobsPath: once the program has ended and its output is read,
+// Destroy returns without waiting for the daemon to remove the container (about 100 ms, the
+// largest part of a trivial job's time after the warm pool); the removal counts as pending until
+// it is done, and Close waits for it.
+func TestDestroyLeavesTheRemovalOffTheJobsPath(t *testing.T) {
+	p, profiles := newProvider(t)
+	release := docker.BlockRemovals(p)
+	defer release()
+	sb := providertest.Create(t.Context(), t, providertest.Env{Provider: p, Profiles: profiles}, profiles["python3"], nil)
+	payload, _ := profile.Payload(job.Request{Code: "print(1)"})
+	var out strings.Builder
+	if exit, err := sb.Run(t.Context(), strings.NewReader(string(payload)), &out, io.Discard); err != nil || exit.Code != 0 || out.String() != "1\n" {
+		t.Fatalf("Run() = %+v, %v, stdout %q; want exit 0, 1", exit, err, out.String())
+	}
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- sb.Destroy(t.Context()) }()
+	select {
+	case err := <-destroyed:
+		if err != nil {
+			t.Fatalf("Destroy() error = %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		release()
+		t.Fatal("Destroy() of an ended sandbox waited for the container's removal")
+	}
+	if got := p.PendingRemovals(); got != 1 {
+		t.Errorf("PendingRemovals() = %d, want 1 while the removal is held", got)
+	}
+	if left := containerLeft(t, sb.ID()); left == "" {
+		t.Error("container gone while its removal is held")
+	}
+	release()
+	if err := p.WaitRemovals(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if left := containerLeft(t, sb.ID()); left != "" {
+		t.Errorf("after the removal, left on the host: %s", left)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/runfleet/runfleet/internal/providers/namespace"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/sandbox/providertest"
+	"github.com/runfleet/runfleet/internal/supervise"
 	"github.com/runfleet/runfleet/internal/testenv"
 )
 
@@ -97,6 +98,88 @@ func TestConformance(t *testing.T) {
 			return strings.Join(sandboxCgroups("runfleet-test", id), " ")
 		},
 	})
+}
+
+// smallSupervisor builds the static supervisor of internal/supervise/nsinit and copies it
+// privately, as a worker built by the Makefile does.
+func smallSupervisor(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := testenv.BuildProgram(dir, "internal/supervise/nsinit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sup, err := supervise.PrivateCopyFile(bin, filepath.Join(dir, "private"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sup
+}
+
+// TestConformanceSmallSupervisor runs the whole battery with the small static supervisor that
+// the Makefile's worker embeds, instead of the test binary re-executed.
+func TestConformanceSmallSupervisor(t *testing.T) {
+	testenv.NeedRoot(t)
+	sup := smallSupervisor(t)
+	secret := "runfleet-secret-" + t.Name()
+	t.Setenv("RUNFLEET_TEST_SECRET", secret)
+	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test-sup", StateDir: t.TempDir(), UIDBase: testUIDBase,
+		UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids"), Supervisor: sup})
+	if err != nil {
+		testenv.Missing(t, "namespace provider: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close() error = %v", err)
+		}
+	})
+	e := providertest.Env{Provider: p, Profiles: profile.Builtin(testenv.RootFS(t), ""), Secret: secret, MeasuresUsage: true,
+		Leftovers: func(t *testing.T, id string) string {
+			return strings.Join(sandboxCgroups("runfleet-test-sup", id), " ")
+		}}
+	sb := providertest.Create(t.Context(), t, e, e.Profiles["python3"], nil)
+	if got := supervisorsRunning(sup); got != 1 {
+		t.Errorf("supervisors running %s = %d, want the waiting sandbox's", sup, got)
+	}
+	_ = sb.Destroy(t.Context())
+	providertest.Run(t, e)
+}
+
+// supervisorsRunning counts the processes whose executable is exe.
+func supervisorsRunning(exe string) int {
+	n := 0
+	procs, _ := filepath.Glob("/proc/[0-9]*/exe")
+	for _, p := range procs {
+		if target, err := os.Readlink(p); err == nil && target == exe {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkSupervisor compares, in one run, a sandbox's steps and CPU with the worker's own
+// binary as its supervisor (what a worker built without the Makefile, `go install`, does) and
+// with the small static one the Makefile embeds:
+//
+//	go test -run '^$' -bench Supervisor -benchtime 100x ./internal/providers/namespace/
+func BenchmarkSupervisor(b *testing.B) {
+	testenv.NeedRoot(b)
+	small := smallSupervisor(b)
+	dir := b.TempDir()
+	worker, err := testenv.BuildProgram(dir, "cmd/worker")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, exe string }{{"worker-binary", worker}, {"small", small}} {
+		p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", StateDir: b.TempDir(), UIDBase: testUIDBase,
+			UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids"), Supervisor: c.exe})
+		if err != nil {
+			testenv.Missing(b, "namespace provider: %v", err)
+		}
+		b.Cleanup(func() { _ = p.Close() })
+		e := providertest.Env{Provider: p, Profiles: profile.Builtin(testenv.RootFS(b), "")}
+		b.Run(c.name, func(b *testing.B) { providertest.BenchSteps(b, e, "python3", "pass") })
+	}
 }
 
 // TestKilledWorker: a sandbox never outlives its SIGKILLed worker by more than 2 s (G5), although

@@ -53,6 +53,11 @@ type Options struct {
 	UIDLockDir  string // one lock file per uid, shared by every worker of the host; default /run/runfleet/uids
 	EtcDir      string // passwd, group, subuid and subgid, checked against the uid range; default /etc
 	DispatchLog sandbox.DispatchLog
+	// Supervisor is the executable each sandbox starts as its supervisor: a program whose main
+	// calls [Init] first, such as the small static one of internal/supervise/nsinit, kept where
+	// only root writes (supervise.PrivateCopy). Default: this process's own executable,
+	// re-executed, which costs a large binary's start-up in every sandbox.
+	Supervisor string
 }
 
 // Provider makes namespace sandboxes.
@@ -291,7 +296,7 @@ func (s *nsSandbox) start(ctx context.Context) error {
 	defer cfgW.Close()
 
 	s.cmd = &exec.Cmd{
-		Path: "/proc/self/exe",
+		Path: cmp.Or(s.p.o.Supervisor, "/proc/self/exe"),
 		Args: []string{initArg},
 		// GORACE: a race-enabled build (tests) would otherwise sleep a second in every exit.
 		Env:        []string{"GOMAXPROCS=1", "GORACE=atexit_sleep_ms=0"},

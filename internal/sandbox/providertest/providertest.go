@@ -317,11 +317,7 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 			for _, ch := range c.checks {
 				ch(t, r)
 			}
-			if e.Leftovers != nil {
-				if left := e.Leftovers(t, r.ID); left != "" {
-					t.Errorf("after Destroy, left on the host: %s", left)
-				}
-			}
+			checkLeftovers(ctx, t, e, r.ID)
 		})
 	}
 	t.Run("kill on cancel", func(t *testing.T) {
@@ -361,12 +357,33 @@ func runContract(ctx context.Context, t *testing.T, e Env) {
 		if err := sb.Destroy(ctx); err != nil {
 			t.Errorf("Destroy() error = %v", err)
 		}
-		if e.Leftovers != nil {
-			if left := e.Leftovers(t, sb.ID()); left != "" {
-				t.Errorf("after Destroy, left on the host: %s", left)
-			}
-		}
+		checkLeftovers(ctx, t, e, sb.ID())
 	})
+}
+
+// remover is a provider whose Destroy may leave the removal of an ended sandbox running
+// (sandbox.Sandbox's contract); WaitRemovals returns once none is pending.
+type remover interface {
+	WaitRemovals(ctx context.Context) error
+}
+
+// checkLeftovers fails t if anything of the destroyed sandbox id is left on the host once the
+// provider's pending removals are done.
+func checkLeftovers(ctx context.Context, t *testing.T, e Env, id string) {
+	t.Helper()
+	if e.Leftovers == nil {
+		return
+	}
+	if r, ok := e.Provider.(remover); ok {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if err := r.WaitRemovals(wctx); err != nil {
+			t.Errorf("WaitRemovals() error = %v", err)
+		}
+	}
+	if left := e.Leftovers(t, id); left != "" {
+		t.Errorf("after Destroy, left on the host: %s", left)
+	}
 }
 
 func deref[T any](p *T) any {

@@ -1,0 +1,496 @@
+// Command cpbench measures runfleet's control plane alone: one worker whose provider runs nothing
+// (package nop), a nats-server with JetStream on file storage and a redis-server, each its own
+// process on this machine. It prints jobs/s, publish → settled latency percentiles, and the CPU
+// each process spent per job, read from /proc/PID/stat before and after the run.
+//
+//	go run ./internal/cmd/cpbench --jobs 5000 --inflight 64 --cpuprofile /tmp/worker.pprof
+//
+// Two runs: a latency run (one job at a time, so the latency is the path's own, not a queue's)
+// and a throughput run (--inflight jobs published and not yet settled at any moment). The worker
+// is this program started again as `cpbench worker`, so that its CPU is its own.
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/cmd/cpbench/nop"
+	"github.com/runfleet/runfleet/internal/lease"
+	"github.com/runfleet/runfleet/internal/pool"
+	"github.com/runfleet/runfleet/internal/profile"
+	"github.com/runfleet/runfleet/internal/runner"
+	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/job"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var err error
+	if len(os.Args) > 1 && os.Args[1] == "worker" {
+		err = worker(ctx, os.Args[2:])
+	} else {
+		err = bench(ctx, os.Args[1:], os.Stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cpbench:", err)
+		os.Exit(1)
+	}
+}
+
+// clockTick is USER_HZ, the unit of /proc/PID/stat's times: 100 on every Linux architecture Go
+// supports.
+const clockTick = 10 * time.Millisecond
+
+type benchConfig struct {
+	jobs, latencyJobs, inflight, concurrency int
+	cpuProfile, appendfsync, dir             string
+	stdout                                   int
+}
+
+func bench(ctx context.Context, args []string, out io.Writer) error {
+	var c benchConfig
+	fs := flag.NewFlagSet("cpbench", flag.ContinueOnError)
+	fs.IntVar(&c.jobs, "jobs", 5000, "jobs of the throughput run")
+	fs.IntVar(&c.latencyJobs, "latency-jobs", 300, "jobs of the latency run, one at a time")
+	fs.IntVar(&c.inflight, "inflight", 64, "jobs published and not yet settled at once in the throughput run")
+	fs.IntVar(&c.concurrency, "concurrency", 64, "the worker's slots")
+	fs.IntVar(&c.stdout, "stdout", 0, "bytes each job prints (0: none, like `pass`)")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the worker's CPU profile of the throughput run to this file")
+	fs.StringVar(&c.appendfsync, "appendfsync", "everysec", "redis-server's AOF appendfsync (everysec, always), or no for no AOF")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "cpbench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	c.dir = dir
+
+	natsURL, natsProc, err := startNATS(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer stopProc(natsProc)
+	redisURL, redisProc, err := startRedis(ctx, dir, c.appendfsync)
+	if err != nil {
+		return err
+	}
+	defer stopProc(redisProc)
+
+	nc, err := nats.Connect(natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{})
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	w := exec.Command(self, "worker", "--nats-url", natsURL, "--redis-url", redisURL,
+		"--concurrency", strconv.Itoa(c.concurrency), "--stdout", strconv.Itoa(c.stdout),
+		"--log", filepath.Join(dir, "worker.log"), "--cpuprofile-signal", c.cpuProfile)
+	w.Stderr = os.Stderr
+	ready, err := w.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer stopProc(w)
+	if line, err := bufio.NewReader(ready).ReadString('\n'); err != nil || line != "ready\n" {
+		return fmt.Errorf("worker did not start: %q %w", line, err)
+	}
+
+	s, err := newSettled(nc, client.Subjects())
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	// A short warm-up: connections, consumers and Redis scripts loaded before anything counts.
+	if _, err := s.run(ctx, client, 50, 8); err != nil {
+		return err
+	}
+	lat, err := s.run(ctx, client, c.latencyJobs, 1)
+	if err != nil {
+		return err
+	}
+	procs := []proc{{"worker", w.Process.Pid}, {"nats-server", natsProc.Process.Pid}, {"redis-server", redisProc.Process.Pid}, {"cpbench (publisher)", os.Getpid()}}
+	if c.cpuProfile != "" {
+		_ = w.Process.Signal(syscall.SIGUSR1) // starts the profile
+	}
+	before := cpuTimes(procs)
+	start := time.Now()
+	thr, err := s.run(ctx, client, c.jobs, c.inflight)
+	elapsed := time.Since(start)
+	after := cpuTimes(procs)
+	if c.cpuProfile != "" {
+		_ = w.Process.Signal(syscall.SIGUSR1) // stops it, and writes the file
+	}
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(out, "control plane alone: one worker (nop provider, %d slots), nats-server and redis-server (appendfsync %s)\n", c.concurrency, c.appendfsync)
+	fmt.Fprintf(out, "latency run, one job at a time, %d jobs: p50 %s, p99 %s\n", len(lat), pct(lat, 50), pct(lat, 99))
+	fmt.Fprintf(out, "throughput run, %d jobs, %d in flight: %.0f jobs/s, p50 %s, p99 %s\n", len(thr), c.inflight,
+		float64(len(thr))/elapsed.Seconds(), pct(thr, 50), pct(thr, 99))
+	fmt.Fprintf(out, "CPU per job in the throughput run (USER_HZ ticks over %d jobs):\n", len(thr))
+	for i, p := range procs {
+		d := after[i] - before[i]
+		fmt.Fprintf(out, "  %-20s %7.1f µs\n", p.name, float64(d.Microseconds())/float64(len(thr)))
+	}
+	return nil
+}
+
+type proc struct {
+	name string
+	pid  int
+}
+
+// cpuTimes reads each process's user+system time from /proc/PID/stat; an unreadable one is 0.
+func cpuTimes(ps []proc) []time.Duration {
+	ts := make([]time.Duration, len(ps))
+	for i, p := range ps {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name may hold spaces and parentheses: the fields follow the last ')'.
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		s, _ := strconv.ParseInt(f[12], 10, 64)
+		ts[i] = time.Duration(u+s) * clockTick
+	}
+	return ts
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, len(s)*p/100)].Round(10 * time.Microsecond)
+}
+
+// settled hears every settlement on a core subscription and hands each to the run waiting for
+// its job.
+type settled struct {
+	sub      *nats.Subscription
+	subjects job.Subjects
+	mu       sync.Mutex
+	waiting  map[string]chan time.Time
+}
+
+func newSettled(nc *nats.Conn, subjects job.Subjects) (*settled, error) {
+	s := &settled{subjects: subjects, waiting: map[string]chan time.Time{}}
+	sub, err := nc.Subscribe(subjects.AllResults(), func(m *nats.Msg) {
+		at := time.Now()
+		rest, ok := strings.CutPrefix(m.Subject, subjects.Prefix()+".results.")
+		id, isSettled := strings.CutSuffix(rest, ".settled")
+		if !ok || !isSettled {
+			return
+		}
+		s.mu.Lock()
+		ch := s.waiting[id]
+		delete(s.waiting, id)
+		s.mu.Unlock()
+		if ch != nil {
+			ch <- at
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	sub.SetPendingLimits(-1, -1)
+	if err := nc.Flush(); err != nil {
+		return nil, err
+	}
+	s.sub = sub
+	return s, nil
+}
+
+func (s *settled) close() { _ = s.sub.Unsubscribe() }
+
+// run publishes n jobs, at most inflight unsettled at once, and returns each one's publish →
+// settled latency.
+func (s *settled) run(ctx context.Context, c *runfleet.Client, n, inflight int) ([]time.Duration, error) {
+	body := []byte(`{"language":"python3","code":"pass"}`)
+	lat := make([]time.Duration, n)
+	errs := make(chan error, inflight)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range inflight {
+		wg.Go(func() {
+			for i := range next {
+				id := job.NewID()
+				ch := make(chan time.Time, 1)
+				s.mu.Lock()
+				s.waiting[id] = ch
+				s.mu.Unlock()
+				start := time.Now()
+				if _, err := c.SubmitRaw(ctx, "", id, body, nil); err != nil {
+					errs <- err
+					return
+				}
+				select {
+				case at := <-ch:
+					lat[i] = at.Sub(start)
+				case <-time.After(30 * time.Second):
+					errs <- fmt.Errorf("job %s: no settlement in 30 s", id)
+					return
+				case <-ctx.Done():
+					errs <- ctx.Err()
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case e := <-errs:
+		err = cmp.Or(err, e)
+	default:
+	}
+	return lat, err
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startNATS(ctx context.Context, dir string) (string, *exec.Cmd, error) {
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		return "", nil, errors.New("nats-server not on PATH (scripts/setup deploy builds it)")
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "nats"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		nc, err := nats.Connect(url)
+		if err == nil {
+			js, _ := jetstream.New(nc)
+			_, err = js.AccountInfo(ctx)
+			nc.Close()
+			if err == nil {
+				return url, cmd, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			stopProc(cmd)
+			return "", nil, fmt.Errorf("nats-server not ready in 15 s: %w", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func startRedis(ctx context.Context, dir, appendfsync string) (string, *exec.Cmd, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return "", nil, errors.New("redis-server not on PATH")
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", nil, err
+	}
+	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--dir", dir, "--daemonize", "no"}
+	if appendfsync == "no" {
+		args = append(args, "--appendonly", "no")
+	} else {
+		args = append(args, "--appendonly", "yes", "--appendfsync", appendfsync)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	for deadline := time.Now().Add(15 * time.Second); rdb.Ping(ctx).Err() != nil; {
+		if time.Now().After(deadline) {
+			stopProc(cmd)
+			return "", nil, errors.New("redis-server not ready in 15 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return "redis://" + addr + "/0", cmd, nil
+}
+
+// stopProc ends a process this program started and waits for it.
+func stopProc(cmd *exec.Cmd) {
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// worker is one runfleet worker with the nop provider, wired as cmd/worker wires a real one: a
+// pool of waiting sandboxes, the runner, JSON logs at Info to a file.
+func worker(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("cpbench worker", flag.ContinueOnError)
+	natsURL := fs.String("nats-url", "", "")
+	redisURL := fs.String("redis-url", "", "")
+	concurrency := fs.Int("concurrency", 64, "")
+	stdout := fs.Int("stdout", 0, "")
+	logPath := fs.String("log", "", "")
+	profilePath := fs.String("cpuprofile-signal", "", "CPU profile started by the first SIGUSR1, written at the second")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	logFile, err := os.Create(*logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	log := slog.New(slog.NewJSONHandler(logFile, nil)).With("worker", "cpbench")
+
+	subjects, _ := job.NewSubjects("")
+	nc, err := nats.Connect(*natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Drain()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := runfleet.EnsureStreams(ctx, js, subjects, runfleet.StreamOptions{}); err != nil {
+		return err
+	}
+	opt, err := redis.ParseURL(*redisURL)
+	if err != nil {
+		return err
+	}
+	rdb := redis.NewClient(opt)
+	defer rdb.Close()
+	leases := lease.NewStore(rdb, lease.Options{})
+	if err := leases.Init(ctx); err != nil {
+		return err
+	}
+	provider := &nop.Provider{Stdout: []byte(strings.Repeat("x", *stdout))}
+	profiles := profile.Set{"python3": profile.Builtin("", "")["python3"]}
+	policy := job.DefaultPolicy()
+	sopts := runner.SandboxOptions{CPUs: 1}
+	d := policy.Default
+	shapes := []sandbox.Shape{sopts.Shape(profiles["python3"], sandbox.Limits{Timeout: d.Timeout, MemoryBytes: d.MemoryBytes, Pids: d.Pids})}
+	warm := pool.New(provider, shapes, pool.Options{Size: *concurrency, Logger: log})
+	r := runner.New(nc, js, subjects, leases, provider, runner.Options{Worker: "cpbench", Concurrency: *concurrency,
+		Policy: policy, Profiles: profiles, Sandbox: sopts, Sandboxes: warm, Logger: log})
+
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPool()
+	bg.Go(func() { warm.Run(poolCtx) })
+	bg.Go(func() { profileOnSignal(ctx, *profilePath, log) })
+	bg.Go(func() {
+		for !r.Consuming() || warm.Waiting() < *concurrency {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		fmt.Println("ready")
+	})
+	return r.Serve(ctx, ctx)
+}
+
+// profileOnSignal starts a CPU profile at the first SIGUSR1 and writes it at the second.
+func profileOnSignal(ctx context.Context, path string, log *slog.Logger) {
+	if path == "" {
+		return
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	defer signal.Stop(sig)
+	var f *os.File
+	for {
+		select {
+		case <-ctx.Done():
+			if f != nil {
+				pprof.StopCPUProfile()
+				f.Close()
+			}
+			return
+		case <-sig:
+		}
+		if f == nil {
+			var err error
+			if f, err = os.Create(path); err != nil {
+				log.Error("cpu profile", "err", err)
+				return
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				log.Error("cpu profile", "err", err)
+				return
+			}
+			continue
+		}
+		pprof.StopCPUProfile()
+		f.Close()
+		f = nil
+	}
+}
