@@ -26,6 +26,9 @@ type Request struct {
 	Outputs  []string          `json:"outputs,omitempty"` // globs under /workspace kept as artifacts
 	Deadline time.Time         `json:"deadline,omitzero"`
 	Labels   map[string]string `json:"labels,omitempty"`
+	// RedriveOf names the job this one runs again (docs/protocol.md "Redrive"); its settlement
+	// carries it too.
+	RedriveOf string `json:"redrive_of,omitempty"`
 }
 
 // File is written under the sandbox's /workspace before the code runs.
@@ -178,6 +181,9 @@ func (r *Request) Validate(p Policy) (Bounds, error) {
 		if strings.ContainsRune(v, 0) {
 			return Bounds{}, reject(ReasonInvalidEnv, "value of %s contains NUL", k)
 		}
+	}
+	if r.RedriveOf != "" && !ValidID(r.RedriveOf) {
+		return Bounds{}, reject(ReasonInvalidID, "redrive_of %q: %v", clip(r.RedriveOf), ErrInvalidID)
 	}
 	if len(r.Labels) > MaxLabels {
 		return Bounds{}, reject(ReasonInvalidLabels, "%d labels, at most %d", len(r.Labels), MaxLabels)

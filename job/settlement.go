@@ -106,6 +106,7 @@ type Settlement struct {
 	ArtifactsTruncated bool              `json:"artifacts_truncated,omitempty"`
 	Usage              *Usage            `json:"usage,omitempty"`
 	Labels             map[string]string `json:"labels,omitempty"`
+	RedriveOf          string            `json:"redrive_of,omitempty"`
 	QueuedAt           time.Time         `json:"queued_at,omitzero"`
 	StartedAt          time.Time         `json:"started_at,omitzero"`
 	FinishedAt         time.Time         `json:"finished_at,omitzero"`

@@ -45,6 +45,7 @@ type config struct {
 	nats                                        cli.NATS
 	streamReplicas, maxWaiting                  int
 	maxWait, timeout, grace                     time.Duration
+	ui                                          bool
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
@@ -69,6 +70,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.StringVar(&c.signingKey, "signing-key", "", "key of the signed events URLs a browser follows a job with (default: random at start, so such a URL works on this gateway only)")
 	fs.DurationVar(&c.signedURLTTL, "signed-url-ttl", gateway.DefaultSignedURLTTL, "how long a signed events URL is valid")
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "on SIGTERM, how long in-flight requests may finish")
+	fs.BoolVar(&c.ui, "ui", true, "serve the web view at /ui/ (--ui=false turns it off)")
 	fs.StringVar(&c.rootfs, "rootfs", "/", "root file system of the workers' python3 profile (their --rootfs), whose Python packages /v1/sandbox/dependencies lists")
 	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them, instead of those --rootfs holds")
 	return fs, c
@@ -128,10 +130,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout, MaxOutput: int64(c.maxOutput),
 		CancelOnDisconnect: cancelOnDisconnect,
 		BodyTimeout:        c.bodyTimeout, WriteTimeout: c.writeTimeout, SigningKey: []byte(c.signingKey), SignedURLTTL: c.signedURLTTL,
-		Dependencies: deps, Logger: log})
+		Dependencies: deps, Logger: log, DisableUI: !c.ui})
 	if err != nil {
 		return err
 	}
+	defer g.Close()
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.listen, err)

@@ -38,6 +38,9 @@ const usage = `usage: submit [flags] [FILE|-] [-- ARGS...]
        submit watch ID
        submit cancel ID
        submit artifacts ID [DIR]
+       submit jobs [--status S] [--queue Q] [--tenant T] [--since D] [--until D] [--limit N] [--json]
+       submit show ID
+       submit redrive ID [--may-have-run] | submit redrive --status S [filters] [--dry-run] [--rate N]
        submit workers
        submit bench [--jobs N] [--concurrency C] [--lang L] [--code CODE]
 Each subcommand answers --help with its own flags.
@@ -165,6 +168,12 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 			return subcommand(sigs, args[0], args[1:], getenv, stdout, stderr)
 		case "artifacts":
 			return artifactsCommand(args[1:], getenv, stdout, stderr)
+		case "jobs":
+			return jobsCommand(args[1:], getenv, stdout, stderr)
+		case "show":
+			return showCommand(args[1:], getenv, stdout, stderr)
+		case "redrive":
+			return redriveCommand(sigs, args[1:], getenv, stdout, stderr)
 		}
 	}
 	var o options

@@ -26,6 +26,7 @@ import (
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/cli"
 	"github.com/runfleet/runfleet/internal/devstack"
+	"github.com/runfleet/runfleet/internal/jobindex"
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/metrics"
 	"github.com/runfleet/runfleet/internal/pool"
@@ -33,6 +34,7 @@ import (
 	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
 	"github.com/runfleet/runfleet/internal/redisurl"
+	"github.com/runfleet/runfleet/internal/redrive"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/supervise"
@@ -289,10 +291,16 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		shapes = append(shapes, sopts.Shape(profiles[name], sandbox.Limits{Timeout: d.Timeout, MemoryBytes: d.MemoryBytes, Pids: d.Pids}))
 	}
 	warm := pool.New(provider, shapes, pool.Options{Size: c.warm, MaxAge: c.warmMaxAge, Refills: c.warmRefills, Logger: log, Observer: m})
+	index := jobindex.New(rdb, jobindex.Options{Prefix: c.prefix})
+	client, err := runfleet.NewClient(startCtx, nil, runfleet.Options{Prefix: c.prefix, JetStream: js})
+	if err != nil {
+		return err
+	}
+	redrives := redrive.New(redrive.ClientFleet{Client: client}, index, rdb, redrive.Options{Prefix: c.prefix, Logger: log})
 	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
 		MaxFailures: c.maxFailures, Sandbox: sopts, Sandboxes: warm,
-		Logger: log, Observer: m, Hook: c.hook(),
+		Logger: log, Observer: m, Hook: c.hook(), Index: index,
 	})
 
 	claimCtx, stopClaiming := context.WithCancel(ctx)
@@ -342,6 +350,16 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	})
 	bg.Go(func() { heartbeats(claimCtx, nc, subjects, c, provider.Name(), profiles, r, warm) })
 	bg.Go(func() { measureJobsStream(ctx, js, subjects, m, log) })
+	bg.Go(func() {
+		if err := index.Serve(ctx, nc, subjects, log); err != nil {
+			log.Error("job index", "err", err)
+		}
+	})
+	bg.Go(func() {
+		if err := redrives.Serve(ctx, nc, subjects); err != nil {
+			log.Error("redrive service", "err", err)
+		}
+	})
 	bg.Go(func() {
 		t := time.NewTicker(time.Minute)
 		defer t.Stop()

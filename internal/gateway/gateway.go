@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/webui"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -53,6 +54,7 @@ type Options struct {
 	SignedURLTTL       time.Duration           // how long a signed events URL is valid; default DefaultSignedURLTTL
 	Dependencies       map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
 	Logger             *slog.Logger            // default: discard
+	DisableUI          bool                    // serve no web view at /ui/
 }
 
 // Dependency is a package a profile ships, as dify-sandbox lists it.
@@ -75,6 +77,7 @@ type Gateway struct {
 	metrics    *Metrics
 	draining   atomic.Bool
 	admission  admission
+	ui         *webui.UI // nil when disabled
 }
 
 // ErrNoKey is returned by [New] without an API key: the gateway never serves without one.
@@ -117,6 +120,11 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), metrics: NewMetrics()}
 	g.admission.max = int64(o.MaxWaiting)
 	g.signingKey = signingKey
+	if !o.DisableUI {
+		if g.ui, err = g.newUI(); err != nil {
+			return nil, fmt.Errorf("web view: %w", err)
+		}
+	}
 	return g, nil
 }
 
@@ -130,7 +138,12 @@ func (g *Gateway) Drain() { g.draining.Store(true) }
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/jobs", g.submit)
-	mux.HandleFunc("GET /v1/jobs/{id}", g.settlement)
+	mux.HandleFunc("GET /v1/jobs", g.listJobs)
+	mux.HandleFunc("POST /v1/jobs/{id}/redrive", g.redrive)
+	mux.HandleFunc("POST /v1/redrives", g.startRedrive)
+	mux.HandleFunc("GET /v1/redrives/{id}", g.redriveRun)
+	mux.HandleFunc("DELETE /v1/redrives/{id}", g.redriveRun)
+	mux.HandleFunc("GET /v1/jobs/{id}", g.jobOrInspect)
 	mux.HandleFunc("GET /v1/jobs/{id}/events", g.events)
 	mux.HandleFunc("POST /v1/jobs/{id}/events-url", g.eventsURL)
 	mux.HandleFunc("DELETE /v1/jobs/{id}", g.cancel)
@@ -141,7 +154,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", g.ready)
 	mux.Handle("GET /metrics", g.metrics.Handler())
-	return g.metrics.instrument(g.log, g.o.WriteTimeout, g.authenticate(mux))
+	return g.metrics.instrument(g.log, g.o.WriteTimeout, g.withUI(g.authenticate(mux)))
 }
 
 // public are the routes that answer without the key: probes that tell nothing about jobs.

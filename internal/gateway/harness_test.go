@@ -82,12 +82,14 @@ func newFleet(t testing.TB, o gateway.Options) *fleet {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.gw.Handler())
+	t.Cleanup(f.gw.Close)
 	t.Cleanup(f.srv.Close)
 	return f
 }
 
-// startWorker runs a real worker process with the namespace provider and waits until it serves.
-func (f *fleet) startWorker(extra ...string) {
+// startWorker runs a real worker process with the namespace provider and waits until it serves;
+// the test may kill the process it returns.
+func (f *fleet) startWorker(extra ...string) *os.Process {
 	f.t.Helper()
 	testenv.NeedRoot(f.t)
 	if f.redis == nil {
@@ -130,6 +132,7 @@ func (f *fleet) startWorker(extra ...string) {
 		}
 		return strings.Contains(log.String(), `"worker started"`)
 	})
+	return cmd.Process
 }
 
 // do sends a request with the API key as X-Api-Key (key "" sends none) and returns the status

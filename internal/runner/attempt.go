@@ -118,8 +118,12 @@ func (r *Runner) handle(runCtx context.Context, q string, src *queue.Source, m j
 	})
 	defer a.stopHeartbeat()
 
-	if (claim.Mode == lease.ModeUnknown || claim.Mode == lease.ModeRecordLost) && r.settledBefore(leaseCtx, a) {
-		return
+	if claim.Mode == lease.ModeUnknown || claim.Mode == lease.ModeRecordLost {
+		if r.settledBefore(leaseCtx, a) {
+			return
+		}
+		// Never decoded in full: its settlement still says what it redrove.
+		a.base.RedriveOf = peekRedriveOf(a.m.Data())
 	}
 	switch claim.Mode {
 	case lease.ModeUnknown:
@@ -185,6 +189,7 @@ func (r *Runner) run(ctx, leaseCtx context.Context, a *attempt, failures int) {
 		return
 	}
 	a.base.Labels = req.Labels
+	a.base.RedriveOf = req.RedriveOf
 	a.outputs = req.Outputs
 	a.base.Profile = req.Language
 	prof := r.o.Profiles[req.Language]

@@ -88,6 +88,7 @@ type workerOpts struct {
 	observer    pool.Observer
 	sandbox     runner.SandboxOptions
 	settleWait  time.Duration // default 10 s
+	index       runner.Index
 }
 
 // startWorker runs a runner until the test ends.
@@ -135,7 +136,7 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
 		Profiles: profiles, SettleWait: cmp.Or(o.settleWait, 10*time.Second), MaxFailures: 3, Sandboxes: warm,
-		Logger: log, Sandbox: o.sandbox,
+		Logger: log, Sandbox: o.sandbox, Index: o.index,
 	})
 	claimCtx, stop := context.WithCancel(context.Background())
 	runCtx, kill := context.WithCancelCause(context.Background())

@@ -40,6 +40,8 @@ type Options struct {
 	Sandboxes Sandboxes
 	Logger    *slog.Logger // carries the worker's identity; the runner adds job keys
 	Observer  Observer
+	// Index, when set, lists each job once its settlement is stored (internal/jobindex).
+	Index Index
 	// Hook, when set, is told each phase a job passes: claimed, reserved, associated, running (the
 	// program has run a moment), collected (its outputs are stored, the job is not yet settled),
 	// settled. Fault tests kill the process at one; production builds leave it nil.
@@ -71,6 +73,12 @@ type creator struct{ p sandbox.Provider }
 func (c creator) Take(ctx context.Context, shape sandbox.Shape) (sandbox.Sandbox, bool, error) {
 	sb, err := c.p.Create(ctx, shape)
 	return sb, false, err
+}
+
+// Index lists settled jobs. Adding a row again must change nothing: an adopting attempt adds the
+// row of a settlement another attempt stored.
+type Index interface {
+	Add(ctx context.Context, rows ...job.Listed) error
 }
 
 // Observer hears of job transitions, for metrics. Its methods must not block.

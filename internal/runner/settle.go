@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"time"
 
@@ -106,6 +107,8 @@ func (r *Runner) adoptSettlement(ctx context.Context, a *attempt) {
 		return
 	}
 	a.log.Info("settled by an earlier attempt", "status", prev.Status, "by_attempt", prev.Attempt)
+	// The attempt that stored it may have died before it listed it.
+	r.index(ctx, a, prev)
 	a.stopHeartbeat()
 	if err := r.leases.Adopt(ctx, a.id, string(prev.Status), a.lease); err != nil {
 		a.log.Warn("record settlement", "err", err)
@@ -131,10 +134,37 @@ func (r *Runner) stored(ctx context.Context, a *attempt, st job.Settlement, run 
 	if err != nil {
 		a.log.Warn("record settlement", "err", err)
 	}
+	r.index(ctx, a, st)
 	if err := a.m.DoubleAck(ctx); err != nil {
 		a.log.Warn("ack", "err", err)
 	}
 	r.o.Observer.Settled(a.q, st.Status, st.Reason, run, time.Since(a.base.QueuedAt))
+}
+
+// index lists a stored settlement. A row lost here is missing from lists until a repair: the
+// settlement itself stands.
+func (r *Runner) index(ctx context.Context, a *attempt, st job.Settlement) {
+	if r.o.Index == nil {
+		return
+	}
+	tenant := job.DefaultTenant
+	if _, t, _, err := r.subjects.ParseJob(a.m.Subject()); err == nil {
+		tenant = t
+	}
+	if err := r.o.Index.Add(ctx, job.ListedOf(a.q, tenant, st)); err != nil {
+		a.log.Warn("list the settled job", "err", err)
+	}
+}
+
+// peekRedriveOf reads a request's redrive_of, or "" when it has no valid one.
+func peekRedriveOf(body []byte) string {
+	var peek struct {
+		RedriveOf string `json:"redrive_of"`
+	}
+	if json.Unmarshal(body, &peek) != nil || !job.ValidID(peek.RedriveOf) {
+		return ""
+	}
+	return peek.RedriveOf
 }
 
 // release gives up a job before dispatch, counting a failure, and asks for redelivery after a

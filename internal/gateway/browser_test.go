@@ -1,0 +1,145 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/runfleet/runfleet/internal/gateway"
+	"github.com/runfleet/runfleet/internal/testenv"
+)
+
+// TestBrowser drives the web view in Debian's chromium, headless: it logs in, watches a job's
+// output arrive live, cancels a job with the page's button, redrives a job its dead worker left
+// unknown, and saves screenshots into $RUNFLEET_SCREENSHOTS (default: the test's temporary
+// directory).
+func TestBrowser(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		testenv.Missing(t, "chromium on PATH (Debian package chromium)")
+	}
+	f := newFleet(t, gateway.Options{})
+	srv := f.srv
+	victim := f.startWorker("--lease-ttl", "2s")
+	shots := os.Getenv("RUNFLEET_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.WindowSize(1280, 860),
+		chromedp.UserDataDir(t.TempDir()))...)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	// The browser lives as long as the context of its first run; each step gets its own bound.
+	if err := chromedp.Do(browser); err != nil {
+		testenv.Missing(t, "a chromium that starts headless: %v", err)
+	}
+	run := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(browser, time.Minute)
+		defer cancel()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	shot := func(name string) chromedp.Action[chromedp.Void] {
+		return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+			png, err := chromedp.FullScreenshot(100)(ctx, tg)
+			if err != nil {
+				return chromedp.Void{}, err
+			}
+			return chromedp.Void{}, os.WriteFile(filepath.Join(shots, name), png, 0o644)
+		}
+	}
+
+	run("log in",
+		chromedp.Navigate(srv.URL+"/ui/"),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=key]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=key]`), apiKey),
+		chromedp.Submit(chromedp.CSS(`input[name=key]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#overview`)),
+	)
+	// The overview goes live: the worker's row arrives by server-sent events at the latest.
+	run("the worker on the overview", waitText(`#overview`, f.prefix+"-w"))
+
+	// A job that prints, waits, then prints again: its second line arrives while the page is open.
+	_, out := f.post("", `{"language":"python3","code":"import time\nprint('first line', flush=True)\ntime.sleep(2)\nprint('second line', flush=True)"}`)
+	id := out["job_id"].(string)
+	run("the job's output, live",
+		chromedp.Navigate(srv.URL+"/ui/jobs/"+id),
+		waitText(`#output`, "first line"),
+		waitText(`#output`, "second line"),
+		waitText(`.summary`, "succeeded"),
+		shot("job.png"),
+	)
+	run("the overview screenshot", chromedp.Navigate(srv.URL+"/ui/"), waitText(`#overview`, "succeeded"), shot("overview.png"))
+
+	// Cancel with the page's button (a form with the session's CSRF token).
+	_, out = f.post("", `{"language":"python3","code":"import time\nprint('waiting', flush=True)\ntime.sleep(120)"}`)
+	long := out["job_id"].(string)
+	run("cancel by the button",
+		chromedp.Navigate(srv.URL+"/ui/jobs/"+long),
+		waitText(`#output`, "waiting"),
+		chromedp.Click(chromedp.CSS(`#cancel`)),
+		waitText(`.summary`, "cancelled"),
+	)
+	if st := f.settle(long); st.Status != "cancelled" {
+		t.Errorf("job %s settled %s after the cancel button, want cancelled", long, st.Status)
+	}
+	run("the jobs list", chromedp.Navigate(srv.URL+"/ui/jobs?status=cancelled"), waitText(`table.jobs`, long), shot("jobs.png"))
+
+	// A job whose worker dies while it runs settles unknown once another worker takes it over.
+	_, out = f.post("", `{"language":"python3","code":"import time\nprint('started', flush=True)\ntime.sleep(3)\nprint('done')"}`)
+	lost := out["job_id"].(string)
+	run("the job runs", chromedp.Navigate(srv.URL+"/ui/jobs/"+lost), waitText(`#output`, "started"))
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	f.startWorker("--lease-ttl", "2s", "--id", f.prefix+"-w2")
+	if st := f.settle(lost); st.Status != "unknown" {
+		t.Fatalf("job %s settled %s after its worker died, want unknown", lost, st.Status)
+	}
+	// Redrive needs "it may have run" ticked; the new job names the old one and runs.
+	// The open page reloads itself when the job ends.
+	run("redrive refused without confirmation",
+		waitText(`.summary`, "unknown"),
+		chromedp.Click(chromedp.CSS(`#redrive`)),
+		waitText(`.error`, "may have run"),
+	)
+	run("redrive confirmed",
+		chromedp.Navigate(srv.URL+"/ui/jobs/"+lost),
+		chromedp.Click(chromedp.CSS(`#may_have_run`)),
+		chromedp.Click(chromedp.CSS(`#redrive`)),
+		waitText(`.summary`, "succeeded"),
+		waitText(`.summary`, "redrive of "+lost),
+		waitText(`#output`, "done"),
+		shot("redriven.png"),
+	)
+}
+
+// waitText waits until the element sel's text contains want, reloading nothing: what the page
+// shows comes from the server's first answer or its events.
+func waitText(sel, want string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		for {
+			text, err := chromedp.TextContent(chromedp.CSS(sel))(ctx, tg)
+			if err == nil && strings.Contains(text, want) {
+				return chromedp.Void{}, nil
+			}
+			select {
+			case <-ctx.Done():
+				return chromedp.Void{}, fmt.Errorf("%s never showed %q (last: %q, %v): %w", sel, want, text, err, ctx.Err())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+}

@@ -1,0 +1,110 @@
+package gateway_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/runfleet/runfleet/internal/gateway"
+	"github.com/runfleet/runfleet/internal/testenv"
+)
+
+// browser is an HTTP client with a cookie jar that follows no redirect, as a form post sees it.
+func (f *fleet) browser() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func postForm(t *testing.T, c *http.Client, u string, v url.Values) *http.Response {
+	t.Helper()
+	resp, err := c.PostForm(u, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+func TestWebView(t *testing.T) {
+	f := newFleet(t, gateway.Options{})
+	f.startWorker()
+	c := f.browser()
+	base := f.srv.URL + "/ui/"
+	if code, _ := get(t, c, base); code != http.StatusSeeOther {
+		t.Errorf("GET /ui/ without a session = %d, want 303 to the login form", code)
+	}
+	if resp := postForm(t, c, base+"login", url.Values{"key": {"wrong"}}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("login with a wrong key = %d, want 401", resp.StatusCode)
+	}
+	resp := postForm(t, c, base+"login", url.Values{"key": {apiKey}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login = %d, want 303", resp.StatusCode)
+	}
+	cookie := resp.Header.Get("Set-Cookie")
+	for _, attr := range []string{"HttpOnly", "SameSite=Strict", "Path=/ui/"} {
+		if !strings.Contains(cookie, attr) {
+			t.Errorf("session cookie %q lacks %s", cookie, attr)
+		}
+	}
+	// The overview names the worker once its heartbeat is heard.
+	testenv.WaitFor(t, 30*time.Second, "the worker on the overview", func() bool {
+		code, body := get(t, c, base)
+		return code == http.StatusOK && strings.Contains(body, f.prefix+"-w")
+	})
+	// A job's page shows its output, then cancel and redrive need the form's token.
+	_, out := f.post("", `{"language":"python3","code":"import time\nprint('hello from the job', flush=True)\ntime.sleep(60)"}`)
+	id := out["job_id"].(string)
+	var page string
+	testenv.WaitFor(t, 30*time.Second, "the job's output on its page", func() bool {
+		_, page = get(t, c, base+"jobs/"+id)
+		return strings.Contains(page, "hello from the job")
+	})
+	if !strings.Contains(page, "hello from the job&#39;, flush=True") {
+		t.Errorf("job page does not show the stored request:\n%s", page)
+	}
+	m := csrfField.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("job page has no form token:\n%s", page)
+	}
+	if resp := postForm(t, c, base+"jobs/"+id+"/cancel", url.Values{"csrf": {"forged"}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cancel with a forged token = %d, want 403", resp.StatusCode)
+	}
+	if resp := postForm(t, c, base+"jobs/"+id+"/cancel", url.Values{"csrf": {m[1]}}); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("cancel = %d, want 303", resp.StatusCode)
+	}
+	if st := f.settle(id); st.Status != "cancelled" {
+		t.Errorf("after the cancel button the job settled %s, want cancelled", st.Status)
+	}
+	testenv.WaitFor(t, 30*time.Second, "the cancelled job in the list", func() bool {
+		_, body := get(t, c, base+"jobs?status=cancelled")
+		return strings.Contains(body, id)
+	})
+	// Another session's token is refused: the token is bound to the cookie.
+	other := f.browser()
+	postForm(t, other, base+"login", url.Values{"key": {apiKey}})
+	if resp := postForm(t, other, base+"jobs/"+id+"/redrive", url.Values{"csrf": {m[1]}}); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("redrive with another session's token = %d, want 403", resp.StatusCode)
+	}
+	if code, _ := get(t, http.DefaultClient, base+"static/app.js"); code != http.StatusOK {
+		t.Errorf("GET app.js = %d", code)
+	}
+}

@@ -1,0 +1,425 @@
+package webui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/job"
+)
+
+// readTimeout bounds what a page reads from the fleet.
+const readTimeout = 10 * time.Second
+
+// overviewPeriod is how often the overview is read from the fleet and pushed to open pages.
+const overviewPeriod = 2 * time.Second
+
+func (u *UI) overview(w http.ResponseWriter, r *http.Request) {
+	data := u.snapshot(r.Context(), sessionOf(r))
+	u.render(w, r, http.StatusOK, "overview", data)
+}
+
+// overviewLive pushes the overview's body every period, rendered once per period for every page.
+func (u *UI) overviewLive(w http.ResponseWriter, r *http.Request) {
+	sse, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	t := time.NewTicker(overviewPeriod)
+	defer t.Stop()
+	for {
+		data := u.snapshot(r.Context(), sessionOf(r))
+		var b strings.Builder
+		if err := u.pages["overview"].ExecuteTemplate(&b, "body", data); err != nil {
+			return
+		}
+		if !sse.send("overview", b.String()) {
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+type queueRow struct {
+	Queue            string
+	Waiting, Running uint64
+	Err              string
+}
+
+type statusCount struct {
+	Status job.Status
+	Count  int64
+}
+
+// snapshot is the overview's data, read at most once a period per tenant.
+func (u *UI) snapshot(ctx context.Context, s Session) map[string]any {
+	u.snap.mu.Lock()
+	defer u.snap.mu.Unlock()
+	key := "*"
+	if !s.Operator {
+		key = s.Tenant
+	}
+	if d, ok := u.snap.data[key].(map[string]any); ok && time.Since(u.snap.at) < overviewPeriod {
+		out := maps.Clone(d)
+		out["Session"] = s
+		return out
+	}
+	if time.Since(u.snap.at) >= overviewPeriod {
+		u.snap.data = map[string]any{}
+		u.snap.at = time.Now()
+	}
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	data := map[string]any{"Now": time.Now()}
+	workers := u.beats.list()
+	if s.Operator {
+		data["Workers"] = workers
+	}
+	var queues []string
+	for _, hb := range workers {
+		for q := range strings.SplitSeq(hb.Queues, ",") {
+			if q = strings.TrimSpace(q); q != "" && !slices.Contains(queues, q) {
+				queues = append(queues, q)
+			}
+		}
+	}
+	slices.Sort(queues)
+	if s.Operator {
+		data["Queues"] = u.queues(ctx, queues)
+	}
+	var settled []statusCount
+	var errs []string
+	for _, st := range job.Statuses {
+		n, err := u.count(ctx, job.ListQuery{Status: st, Tenant: s.Tenant, Since: time.Now().Add(-time.Hour)})
+		if err != nil {
+			errs = append(errs, err.Error())
+			break
+		}
+		settled = append(settled, statusCount{st, n})
+	}
+	data["Settled"] = settled
+	if n, err := u.count(ctx, job.ListQuery{Tenant: s.Tenant, Since: time.Now().Add(-time.Minute)}); err == nil {
+		data["JobsPerS"] = fmt.Sprintf("%.2f", float64(n)/60)
+	}
+	if len(errs) > 0 {
+		data["Error"] = errs[0]
+	}
+	u.snap.data[key] = data
+	out := maps.Clone(data)
+	out["Session"] = s
+	return out
+}
+
+func (u *UI) count(ctx context.Context, q job.ListQuery) (int64, error) {
+	q.Limit, q.Count = 1, true
+	l, err := u.o.Client.ListJobs(ctx, q)
+	if err != nil {
+		return 0, err
+	}
+	return *l.Count, nil
+}
+
+// queues reads each queue's consumer: jobs waiting, and delivered but not acked (running).
+func (u *UI) queues(ctx context.Context, names []string) []queueRow {
+	js, err := jetstream.New(u.o.NATS)
+	if err != nil {
+		return nil
+	}
+	s := u.o.Client.Subjects()
+	rows := make([]queueRow, 0, len(names))
+	for _, q := range names {
+		row := queueRow{Queue: q}
+		c, err := js.Consumer(ctx, s.JobsStream(), s.Consumer(q))
+		if err == nil {
+			var info *jetstream.ConsumerInfo
+			if info, err = c.Info(ctx); err == nil {
+				row.Waiting, row.Running = info.NumPending, uint64(info.NumAckPending)
+			}
+		}
+		if err != nil {
+			row.Err = err.Error()
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func (u *UI) jobs(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r)
+	v := r.URL.Query()
+	q := job.ListQuery{Status: job.Status(v.Get("status")), Queue: v.Get("queue"), Tenant: v.Get("tenant"), Cursor: v.Get("cursor"), Limit: 50}
+	if !s.Operator {
+		q.Tenant = s.Tenant
+	}
+	data := map[string]any{"Filter": v, "Statuses": job.Statuses, "Operator": s.Operator}
+	var err error
+	now := time.Now()
+	if x := v.Get("since"); x != "" && err == nil {
+		q.Since, err = job.ParseTime(x, now)
+	}
+	if x := v.Get("until"); x != "" && err == nil {
+		q.Until, err = job.ParseTime(x, now)
+	}
+	var l job.JobList
+	if err == nil {
+		ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+		l, err = u.o.Client.ListJobs(ctx, q)
+		cancel()
+	}
+	if err != nil {
+		data["Error"] = err.Error()
+	}
+	data["Jobs"] = l.Jobs
+	if l.Cursor != "" {
+		next := url.Values{}
+		for k := range v {
+			next.Set(k, v.Get(k))
+		}
+		next.Set("cursor", l.Cursor)
+		data["Next"] = "/ui/jobs?" + next.Encode()
+	}
+	u.render(w, r, http.StatusOK, "jobs", data)
+}
+
+// jobAccess reads job id's request (when the view can) and says whether the session may see the
+// job: the operator always, a tenant only its own jobs.
+func (u *UI) jobAccess(ctx context.Context, s Session, id string) (request string, ok bool) {
+	if u.o.Request == nil {
+		return "", s.Operator
+	}
+	body, tenant, err := u.o.Request(ctx, id)
+	if err != nil {
+		return "", s.Operator
+	}
+	if !s.Operator && tenant != s.Tenant {
+		return "", false
+	}
+	var pretty strings.Builder
+	enc := json.NewEncoder(&pretty)
+	enc.SetIndent("", "  ")
+	if enc.Encode(body) != nil {
+		return string(body), true
+	}
+	return pretty.String(), true
+}
+
+type outputLine struct {
+	Stream, Text string
+}
+
+func (u *UI) job(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !job.ValidID(id) {
+		u.fail(w, r, http.StatusBadRequest, "not a job id")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	request, ok := u.jobAccess(ctx, sessionOf(r), id)
+	if !ok {
+		u.fail(w, r, http.StatusNotFound, "no job "+id+" of yours")
+		return
+	}
+	f, notify, leave := u.hub.view(id)
+	f.settle(ctx, notify, 500*time.Millisecond)
+	st := f.since(0)
+	leave()
+	if errors.Is(st.err, runfleet.ErrNotFound) {
+		u.fail(w, r, http.StatusNotFound, "the fleet holds no job "+id)
+		return
+	}
+	var out []outputLine
+	attempts := map[int64]bool{}
+	for _, p := range st.pages {
+		out = append(out, outputLine{p.Stream, strings.ToValidUTF8(string(p.Data), "\uFFFD")})
+		attempts[p.Attempt] = true
+	}
+	data := map[string]any{"ID": id, "Request": request, "Output": out, "Next": st.next, "Cut": st.cut,
+		"Attempts": len(attempts)}
+	if st.err != nil {
+		data["Error"] = st.err.Error()
+	}
+	if st.settled != nil {
+		raw, _ := json.MarshalIndent(st.settled, "", "  ")
+		data["Settlement"], data["SettlementJSON"] = st.settled, string(raw)
+		data["Redrivable"] = st.settled.Status.Redrivable()
+		data["MayHaveRun"] = st.settled.Status == job.StatusUnknown
+	}
+	u.render(w, r, http.StatusOK, "job", data)
+}
+
+// jobLive streams job id's pages from the ?from=N'th on, then its end: events "page"
+// ({"stream","text"}) and "end" (the status, or an error).
+func (u *UI) jobLive(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !job.ValidID(id) {
+		http.Error(w, "not a job id", http.StatusBadRequest)
+		return
+	}
+	if _, ok := u.jobAccess(r.Context(), sessionOf(r), id); !ok {
+		http.Error(w, "no such job of yours", http.StatusNotFound)
+		return
+	}
+	from, _ := strconv.Atoi(r.URL.Query().Get("from"))
+	sse, ok := startSSE(w)
+	if !ok {
+		return
+	}
+	f, notify, leave := u.hub.view(id)
+	defer leave()
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		st := f.since(from)
+		for _, p := range st.pages {
+			b, _ := json.Marshal(outputLine{p.Stream, strings.ToValidUTF8(string(p.Data), "\uFFFD")})
+			if !sse.send("page", string(b)) {
+				return
+			}
+		}
+		from = st.next
+		if st.finished {
+			end := "ended"
+			switch {
+			case st.settled != nil:
+				end = string(st.settled.Status)
+			case st.err != nil:
+				end = "error: " + st.err.Error()
+			}
+			sse.send("end", end)
+			return
+		}
+		select {
+		case <-notify:
+		case <-keepalive.C:
+			if !sse.comment() {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+func (u *UI) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	if _, ok := u.jobAccess(ctx, sessionOf(r), id); !ok || !job.ValidID(id) {
+		u.fail(w, r, http.StatusNotFound, "no job "+id+" of yours")
+		return
+	}
+	if err := u.o.Client.Cancel(ctx, id); err != nil && !errors.Is(err, runfleet.ErrSettled) {
+		u.fail(w, r, http.StatusConflict, "cancel: "+err.Error())
+		return
+	}
+	http.Redirect(w, r, "/ui/jobs/"+id, http.StatusSeeOther)
+}
+
+func (u *UI) redrive(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	if _, ok := u.jobAccess(ctx, sessionOf(r), id); !ok || !job.ValidID(id) {
+		u.fail(w, r, http.StatusNotFound, "no job "+id+" of yours")
+		return
+	}
+	out, err := u.o.Client.Redrive(ctx, id, &runfleet.RedriveOptions{ConfirmMayHaveRun: r.PostFormValue("may_have_run") == "on"})
+	if errors.Is(err, runfleet.ErrMayHaveRun) {
+		u.fail(w, r, http.StatusConflict, "job "+id+" settled unknown: its code may have run. Tick \"it may have run\" to redrive it.")
+		return
+	}
+	if err != nil {
+		u.fail(w, r, http.StatusConflict, "redrive: "+err.Error())
+		return
+	}
+	http.Redirect(w, r, "/ui/jobs/"+out.JobID, http.StatusSeeOther)
+}
+
+func (u *UI) artifact(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	if _, ok := u.jobAccess(ctx, sessionOf(r), r.PathValue("id")); !ok || u.o.Artifact == nil {
+		http.NotFound(w, r)
+		return
+	}
+	u.o.Artifact.ServeHTTP(w, r)
+}
+
+type tenantRow struct {
+	Name, Policy string
+	Settled      int64
+}
+
+func (u *UI) tenants(w http.ResponseWriter, r *http.Request) {
+	s := sessionOf(r)
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	data := map[string]any{}
+	var rows []tenantRow
+	js, err := jetstream.New(u.o.NATS)
+	var kv jetstream.KeyValue
+	if err == nil {
+		kv, err = js.KeyValue(ctx, u.o.Client.Subjects().TenantsBucket())
+	}
+	var names []string
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		data["Note"] = "No tenant policies are set: every job is the default tenant's, with no limits."
+	case err != nil:
+		data["Error"] = err.Error()
+	default:
+		keys, kerr := kv.ListKeys(ctx)
+		if kerr == nil {
+			for k := range keys.Keys() {
+				names = append(names, k)
+			}
+		}
+	}
+	if !s.Operator {
+		names = slices.DeleteFunc(names, func(n string) bool { return n != s.Tenant })
+		if len(names) == 0 {
+			names = []string{s.Tenant}
+		}
+	}
+	for _, n := range names {
+		row := tenantRow{Name: n, Policy: "–"}
+		if kv != nil {
+			if e, err := kv.Get(ctx, n); err == nil {
+				row.Policy = redactKeys(e.Value())
+			}
+		}
+		row.Settled, _ = u.count(ctx, job.ListQuery{Tenant: n, Since: time.Now().Add(-time.Hour)})
+		rows = append(rows, row)
+	}
+	data["Tenants"] = rows
+	u.render(w, r, http.StatusOK, "tenants", data)
+}
+
+// redactKeys shows a policy without its keys' digests: how many, not which.
+func redactKeys(b []byte) string {
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return string(b)
+	}
+	if keys, ok := m["api_keys_sha256"].([]any); ok {
+		m["api_keys_sha256"] = fmt.Sprintf("%d keys", len(keys))
+	}
+	out, _ := json.Marshal(m)
+	return string(out)
+}
