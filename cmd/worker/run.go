@@ -291,7 +291,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		shapes = append(shapes, sopts.Shape(profiles[name], sandbox.Limits{Timeout: d.Timeout, MemoryBytes: d.MemoryBytes, Pids: d.Pids}))
 	}
 	warm := pool.New(provider, shapes, pool.Options{Size: c.warm, MaxAge: c.warmMaxAge, Refills: c.warmRefills, Logger: log, Observer: m})
-	index := jobindex.New(rdb, jobindex.Options{Prefix: c.prefix})
+	index := jobindex.New(rdb, jobindex.Options{Prefix: c.prefix, Retention: c.retention})
 	client, err := runfleet.NewClient(startCtx, nil, runfleet.Options{Prefix: c.prefix, JetStream: js})
 	if err != nil {
 		return err
