@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,13 @@ func TestLeastPrivilegeSubmitter(t *testing.T) {
 			{Username: "acme", Password: "acme-pw", Permissions: &server.Permissions{
 				Publish:   &server.SubjectPermission{Allow: []string{"runfleet.jobs.*.acme.>"}},
 				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+			}},
+			// What docs/protocol.md says a publisher that also follows its jobs needs.
+			{Username: "follower", Password: "follower-pw", Permissions: &server.Permissions{
+				Publish: &server.SubjectPermission{Allow: []string{"runfleet.jobs.*.acme.>",
+					"$JS.API.DIRECT.GET.RUNFLEET_RESULTS", "$JS.API.DIRECT.GET.RUNFLEET_JOBS",
+					"$JS.API.DIRECT.GET.RUNFLEET_RESULTS.>", "$JS.API.DIRECT.GET.RUNFLEET_JOBS.>"}},
+				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", "runfleet.watch.>"}},
 			}},
 		}
 	})
@@ -82,6 +90,28 @@ func TestLeastPrivilegeSubmitter(t *testing.T) {
 	}
 	if _, err := jobs.GetLastMsgForSubject(t.Context(), f.client.Subjects().JobByID(other.ID)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Errorf("the refused job %s: lookup error = %v, want it stored nowhere", other.ID, err)
+	}
+
+	// A user with the follow permissions of docs/protocol.md runs a job and reads its output.
+	fc, err := nats.Connect(withUser(t, plain, "follower", "follower-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	follower, err := runfleet.NewClient(t.Context(), fc, runfleet.Options{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	rctx, rcancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer rcancel()
+	st, err := follower.Run(rctx, "", job.Request{Language: "python3", Code: "print('followed')"}, &runfleet.RunOptions{
+		OnPage: func(p runfleet.Page) error { out.Write(p.Data); return nil }})
+	if err != nil || st.Status != job.StatusSucceeded || out.String() != "followed\n" {
+		t.Errorf("Run() as the follower = %s, %v, output %q; want succeeded with its output", st.Status, err, out.String())
+	}
+	if info, err := follower.Lookup(t.Context(), st.JobID); err != nil || info.State != runfleet.JobSettled {
+		t.Errorf("Lookup() as the follower = %+v, %v; want it settled", info, err)
 	}
 }
 
