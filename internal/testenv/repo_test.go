@@ -170,7 +170,12 @@ var (
 )
 
 // notFiles are words that look like file names and are not: the NATS Go client's name.
-var notFiles = map[string]bool{"nats.go": true}
+var notFiles = map[string]bool{
+	"nats.go": true,
+	// Files of Dify's repository, which the README's "Pointing Dify at it" tells the user to edit.
+	"docker/docker-compose.override.yaml": true,
+	"docker-compose.yaml":                 true,
+}
 
 // citedFiles returns the repository paths text cites: words ending in a file extension, and
 // words with a slash whose first element is a top-level entry of the repository (scripts/setup,

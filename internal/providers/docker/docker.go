@@ -617,7 +617,7 @@ func (p *Provider) removeAll(ctx context.Context, id, name string) error {
 	if p.removeHook != nil {
 		p.removeHook()
 	}
-	if err := p.remove(ctx, id); err != nil {
+	if _, err := p.remove(ctx, id); err != nil {
 		return err
 	}
 	if err := p.cg.remove(name); err != nil {
@@ -626,17 +626,18 @@ func (p *Provider) removeAll(ctx context.Context, id, name string) error {
 	return nil
 }
 
-func (p *Provider) remove(ctx context.Context, id string) error {
+func (p *Provider) remove(ctx context.Context, id string) (removed bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, killTimeout)
 	defer cancel()
-	_, err := p.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
+	_, err = p.c.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true, RemoveVolumes: true})
 	if err != nil && !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("remove %s: %w", id, err)
+		return false, fmt.Errorf("remove %s: %w", id, err)
 	}
+	removed = err == nil
 	if _, err := p.c.ContainerInspect(ctx, id, client.ContainerInspectOptions{}); !cerrdefs.IsNotFound(err) {
-		return fmt.Errorf("remove %s: container still there (%v)", id, err)
+		return false, fmt.Errorf("remove %s: container still there (%v)", id, err)
 	}
-	return nil
+	return removed, nil
 }
 
 // Reap removes this fleet's containers that no live worker owns: those labelled with this
@@ -666,8 +667,14 @@ func (p *Provider) Reap(ctx context.Context) (int, error) {
 		if !(expired(c.Labels[LabelDeadline]) || mine || p.stopped(ctx, c.ID, created)) {
 			continue
 		}
-		if err := p.remove(ctx, c.ID); err != nil {
+		// A container a pending removal took between the list and the check above is already
+		// gone: the reaper did not remove it, so it does not count it.
+		removed, err := p.remove(ctx, c.ID)
+		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		if !removed {
 			continue
 		}
 		n++

@@ -296,7 +296,7 @@ func (p *Provider) missing(ctx context.Context, image string, files []string) (s
 	if err != nil {
 		return "", fmt.Errorf("inspect image %s: %w", image, err)
 	}
-	defer func() { _ = p.remove(context.WithoutCancel(ctx), res.ID) }()
+	defer func() { _, _ = p.remove(context.WithoutCancel(ctx), res.ID) }()
 	for _, f := range files {
 		if _, err := p.c.ContainerStatPath(ctx, res.ID, client.ContainerStatPathOptions{Path: f}); err != nil {
 			if cerrdefs.IsNotFound(err) {
