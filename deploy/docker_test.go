@@ -77,7 +77,7 @@ func connect(t *testing.T, url string) (*nats.Conn, *runfleet.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 		_, err := js.Stream(ctx, c.Subjects().JobsStream())

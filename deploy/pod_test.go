@@ -3,6 +3,7 @@
 package deploy_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"sigs.k8s.io/yaml"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -181,13 +184,14 @@ func TestPodShapedWorker(t *testing.T) {
 	for i := range int(*natsSet.Spec.Replicas) {
 		urls = append(urls, "nats://"+containerIP(t, fmt.Sprintf("%s-nats-%d", tag, i))+":4222")
 	}
-	nc, client := connect(t, strings.Join(urls, ","))
-
+	waitMetaLeader(t, strings.Join(urls, ","))
 	spec := workerDep.Spec.Template.Spec
 	c := spec.Containers[0]
 	wargs := dockerRunArgs(t, spec, c, tag+"-worker", network, "worker")
 	t.Logf("the pod's worker container: docker %s", strings.Join(wargs, " "))
 	run(wargs)
+	// The worker makes the streams (a client never does), so connect waits for it.
+	nc, client := connect(t, strings.Join(urls, ","))
 	waitWorkers(t, nc, 1, 2*time.Minute)
 	ip := containerIP(t, tag+"-worker")
 	for _, probe := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
@@ -225,4 +229,32 @@ func TestPodShapedWorker(t *testing.T) {
 func containerIP(t *testing.T, name string) string {
 	t.Helper()
 	return docker(t, "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", name)
+}
+
+// waitMetaLeader returns once the NATS cluster at url has elected its JetStream meta leader, as a
+// pod's readiness would: before it, a worker's first stream creation times out and the pod restarts.
+func waitMetaLeader(t *testing.T, url string) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("NATS at %s: no JetStream meta leader: %v", url, err)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the cluster's election, an event AccountInfo reports
+	}
 }
