@@ -40,7 +40,7 @@ type config struct {
 	rootfs                                      string
 	signingKey                                  string
 	bodyTimeout, writeTimeout, signedURLTTL     time.Duration
-	maxOutput                                   byteSize
+	maxOutput                                   cli.ByteSize
 	cancelOnDisconnect                          string
 	nats                                        cli.NATS
 	streamReplicas, maxWaiting                  int

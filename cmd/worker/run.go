@@ -57,7 +57,7 @@ type config struct {
 	maxPages                                                 int64
 	maxFailures, streamReplicas                              int
 	hook                                                     func() func(phase string)
-	artifactsMaxBytes, jobsMaxBytes                          byteSize
+	artifactsMaxBytes, jobsMaxBytes                          cli.ByteSize
 }
 
 func flags(stderr io.Writer) (*flag.FlagSet, *config) {
