@@ -73,6 +73,13 @@ func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
 			MaxConsumers:         jobsMaxConsumers,
 			Duplicates:           cmp.Or(o.Duplicates, 2*time.Minute),
 			Replicas:             replicas,
+			// Every worker hears of each stored job's queue and tenant, headers only, and so
+			// knows which tenants have jobs waiting without asking the server (internal/fairshare).
+			RePublish: &jetstream.RePublish{
+				Source:      s.Job("*", "*", "*"),
+				Destination: s.Prefix() + ".arrived.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}",
+				HeadersOnly: true,
+			},
 		},
 		{
 			Name:        s.ResultsStream(),
@@ -122,9 +129,9 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, 
 				return fmt.Errorf("stream %s: %w", cfg.Name, err)
 			}
 			if cfg.Name == s.JobsStream() {
-				err = boundJobs(ctx, js, st, o, cfg.Replicas)
+				err = boundJobs(ctx, js, st, o, cfg)
 			} else {
-				err = raiseReplicas(ctx, js, st, cfg.Replicas)
+				err = raiseReplicas(ctx, js, st, cfg)
 			}
 			if err != nil {
 				return err
@@ -171,7 +178,7 @@ func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects
 	}
 	sc := st.CachedInfo().Config
 	if o.ArtifactsMaxBytes == 0 || sc.MaxBytes == o.ArtifactsMaxBytes {
-		return raiseReplicas(ctx, js, st, cfg.Replicas)
+		return raiseReplicas(ctx, js, st, jetstream.StreamConfig{Replicas: cfg.Replicas, RePublish: st.CachedInfo().Config.RePublish})
 	}
 	sc.MaxBytes, sc.Replicas = o.ArtifactsMaxBytes, max(sc.Replicas, cfg.Replicas)
 	if _, err := js.UpdateStream(ctx, sc); err != nil {
@@ -194,29 +201,38 @@ func storageHint(err error) error {
 }
 
 // boundJobs sets o's Retention and JobsMaxBytes, where non-zero, on the existing jobs stream st,
-// and raises its replicas as [raiseReplicas] does, in one update.
-func boundJobs(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, o StreamOptions, replicas int) error {
+// and raises its replicas and sets its republish as [raiseReplicas] does, in one update.
+func boundJobs(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, o StreamOptions, want jetstream.StreamConfig) error {
 	cfg := st.CachedInfo().Config
 	age, size := cmp.Or(o.Retention, cfg.MaxAge), cmp.Or(o.JobsMaxBytes, cfg.MaxBytes)
-	if cfg.MaxAge == age && cfg.MaxBytes == size && cfg.Replicas >= replicas {
+	if cfg.MaxAge == age && cfg.MaxBytes == size && cfg.Replicas >= want.Replicas && samePublish(cfg.RePublish, want.RePublish) {
 		return nil
 	}
-	cfg.MaxAge, cfg.MaxBytes, cfg.Replicas = age, size, max(cfg.Replicas, replicas)
+	cfg.MaxAge, cfg.MaxBytes, cfg.Replicas, cfg.RePublish = age, size, max(cfg.Replicas, want.Replicas), want.RePublish
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
 		return fmt.Errorf("update stream %s (max age %v, %d bytes, %d replicas): %w", cfg.Name, age, size, cfg.Replicas, storageHint(err))
 	}
 	return nil
 }
 
-// raiseReplicas updates st to replicas when it has fewer, keeping every other setting.
-func raiseReplicas(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, replicas int) error {
+// raiseReplicas updates st to want's replicas when it has fewer, keeping every other setting but
+// its republish, which the fleet's watches and workers rely on: a stream made by an earlier
+// version gets want's.
+func raiseReplicas(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, want jetstream.StreamConfig) error {
 	cfg := st.CachedInfo().Config
-	if cfg.Replicas >= replicas {
+	if cfg.Replicas >= want.Replicas && samePublish(cfg.RePublish, want.RePublish) {
 		return nil
 	}
-	cfg.Replicas = replicas
+	cfg.Replicas, cfg.RePublish = max(cfg.Replicas, want.Replicas), want.RePublish
 	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("raise replicas of stream %s to %d: %w", cfg.Name, replicas, err)
+		return fmt.Errorf("update stream %s (%d replicas, republish): %w", cfg.Name, cfg.Replicas, err)
 	}
 	return nil
+}
+
+func samePublish(a, b *jetstream.RePublish) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
 }

@@ -2,6 +2,8 @@ package job
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -159,6 +161,23 @@ func (s Subjects) ControlStream() string { return s.stream + "_CONTROL" }
 
 // Consumer is the name of the durable pull consumer that the fleet shares for queue.
 func (s Subjects) Consumer(queue string) string { return s.stream + "_WORKERS_" + queue }
+
+// TenantConsumer is the durable consumer that the fleet shares for tenant's jobs on queue. The
+// digest keeps two pairs apart whose names join alike ("a_b"+"c", "a"+"b_c").
+func (s Subjects) TenantConsumer(queue, tenant string) string {
+	sum := sha256.Sum256([]byte(queue + "\x00" + tenant))
+	return s.stream + "_T_" + queue + "_" + tenant + "_" + hex.EncodeToString(sum[:4])
+}
+
+// Discovery is the durable consumer of queue's job headers, through which the fleet learns of a
+// tenant's first job there.
+func (s Subjects) Discovery(queue string) string { return s.stream + "_DISCOVER_" + queue }
+
+// Arrived is the subject on which the jobs stream republishes the headers of each job it stores
+// on queue for tenant; "*" matches any.
+func (s Subjects) Arrived(queue, tenant string) string {
+	return s.prefix + ".arrived." + queue + "." + tenant + ".*"
+}
 
 // TenantsBucket is the name of the key-value bucket that holds each tenant's policy.
 func (s Subjects) TenantsBucket() string { return s.stream + "_TENANTS" }

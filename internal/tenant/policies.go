@@ -1,0 +1,193 @@
+package tenant
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Policies is a live view of the tenants bucket. Its zero value is empty (every tenant without
+// limits) and ready to follow a bucket.
+type Policies struct {
+	mu      sync.RWMutex
+	entries map[string]Policy
+	keys    []keyEntry
+	loaded  chan struct{}
+	once    sync.Once
+}
+
+type keyEntry struct {
+	digest [32]byte
+	tenant string
+}
+
+func (p *Policies) init() {
+	p.once.Do(func() { p.loaded = make(chan struct{}) })
+}
+
+// Loaded is closed once the view holds what the bucket held when it was first read.
+func (p *Policies) Loaded() <-chan struct{} {
+	p.init()
+	return p.loaded
+}
+
+// Of returns tenant's policy: its own entry, else the "default" entry, else no limits.
+func (p *Policies) Of(tenant string) Policy {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if e, ok := p.entries[tenant]; ok {
+		return e
+	}
+	return p.entries[defaultKey]
+}
+
+// Has reports whether tenant has an entry of its own.
+func (p *Policies) Has(tenant string) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	_, ok := p.entries[tenant]
+	return ok
+}
+
+// Names returns the tenants with an entry, sorted.
+func (p *Policies) Names() []string {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	names := make([]string, 0, len(p.entries))
+	for n := range p.entries {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ForKey returns the tenant whose policy lists key's digest. It compares against every key, in
+// constant time each.
+func (p *Policies) ForKey(key string) (tenant string, ok bool) {
+	d := [32]byte{}
+	if b, err := hex.DecodeString(HashKey(key)); err == nil {
+		copy(d[:], b)
+	}
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, k := range p.keys {
+		if subtle.ConstantTimeCompare(k.digest[:], d[:]) == 1 && !ok {
+			tenant, ok = k.tenant, true
+		}
+	}
+	return tenant, ok
+}
+
+// Set puts tenant's policy into the view, as a watch does; tests and a gateway without a bucket use it.
+func (p *Policies) Set(tenant string, pol Policy) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.entries == nil {
+		p.entries = map[string]Policy{}
+	}
+	p.entries[tenant] = pol
+	p.rekey()
+}
+
+func (p *Policies) remove(tenant string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.entries, tenant)
+	p.rekey()
+}
+
+// rekey rebuilds the key index; the caller holds mu.
+func (p *Policies) rekey() {
+	p.keys = p.keys[:0]
+	for t, e := range p.entries {
+		for _, k := range e.APIKeysSHA256 {
+			var d [32]byte
+			if b, err := hex.DecodeString(k); err == nil && len(b) == 32 {
+				copy(d[:], b)
+				p.keys = append(p.keys, keyEntry{digest: d, tenant: t})
+			}
+		}
+	}
+}
+
+// Follow keeps the view equal to bucket kv until ctx ends, watching it again after a failed
+// watch. An entry that does not decode is logged and leaves the tenant without an entry (the
+// default's policy), rather than stopping the watch.
+func (p *Policies) Follow(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) error {
+	p.init()
+	for {
+		err := p.watch(ctx, kv, log)
+		if ctx.Err() != nil {
+			return nil
+		}
+		log.Warn("tenant policies watch ended; watching again", "err", err)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+func (p *Policies) watch(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) error {
+	w, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	seen := map[string]bool{}
+	initial := true
+	for e := range w.Updates() {
+		if e == nil { // the end of the initial values
+			if initial {
+				initial = false
+				p.dropExcept(seen)
+				p.markLoaded()
+			}
+			continue
+		}
+		if initial {
+			seen[e.Key()] = true
+		}
+		if e.Operation() != jetstream.KeyValuePut {
+			p.remove(e.Key())
+			continue
+		}
+		pol, err := Decode(e.Value())
+		if err != nil {
+			log.Error("tenant policy ignored", "tenant", e.Key(), "err", err)
+			p.remove(e.Key())
+			continue
+		}
+		p.Set(e.Key(), pol)
+	}
+	return errors.New("watch closed")
+}
+
+// dropExcept removes entries a new watch did not find: deleted while no watch ran.
+func (p *Policies) dropExcept(seen map[string]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for t := range p.entries {
+		if !seen[t] {
+			delete(p.entries, t)
+		}
+	}
+	p.rekey()
+}
+
+func (p *Policies) markLoaded() {
+	select {
+	case <-p.loaded:
+	default:
+		close(p.loaded)
+	}
+}
