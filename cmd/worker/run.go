@@ -26,6 +26,7 @@ import (
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/cli"
 	"github.com/runfleet/runfleet/internal/devstack"
+	"github.com/runfleet/runfleet/internal/fairshare"
 	"github.com/runfleet/runfleet/internal/jobindex"
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/metrics"
@@ -38,6 +39,7 @@ import (
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/supervise"
+	"github.com/runfleet/runfleet/internal/tenant"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -278,8 +280,13 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		return err
 	}
 
+	tenantsKV, err := tenant.EnsureBucket(startCtx, js, subjects, c.streamReplicas)
+	if err != nil {
+		return err
+	}
+	var tenants tenant.Policies
 	policy := c.policy()
-	m := metrics.New(c.concurrency)
+	m := metrics.New(c.concurrency, &tenants)
 	if removalsPending != nil {
 		m.RemovalsPending(removalsPending)
 	}
@@ -301,6 +308,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
 		MaxFailures: c.maxFailures, Sandbox: sopts, Sandboxes: warm,
 		Logger: log, Observer: m, Hook: c.hook(), Index: index,
+		Tenants: &tenants, Running: fairshare.NewRunning(rdb, c.prefix, c.id, c.leaseTTL),
 	})
 
 	claimCtx, stopClaiming := context.WithCancel(ctx)
@@ -343,6 +351,7 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	// The pool ends with ctx, once Serve returned: every waiting sandbox is destroyed before run
 	// returns and the provider closes.
 	bg.Go(func() { warm.Run(ctx) })
+	bg.Go(func() { _ = tenants.Follow(ctx, tenantsKV, log) })
 	bg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http", "err", err)
@@ -392,6 +401,11 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	})
 	log.Info("worker started", "version", version, "provider", provider.Name(), "queues", queues,
 		"concurrency", c.concurrency, "warm", c.warm, "profiles", profiles.Names(), "listen", ln.Addr().String())
+	select {
+	case <-tenants.Loaded():
+	case <-startCtx.Done():
+		log.Warn("tenant policies not read yet: every tenant is unlimited until they are")
+	}
 	serveErr := r.Serve(claimCtx, runCtx)
 	stopClaiming()
 	stopAll()

@@ -155,8 +155,8 @@ func TestNodeLossKeepsEveryJob(t *testing.T) {
 		}
 	}
 	// Raising takes effect once the new replicas caught up (about 10 s here), the queue's durable
-	// consumer following its stream: the node is killed only then.
-	waitReplicated(t, js, s.JobsStream(), s.Consumer(job.DefaultQueue), 2*time.Minute)
+	// discovery consumer following its stream: the node is killed only then.
+	waitReplicated(t, js, s.JobsStream(), s.Discovery(job.DefaultQueue), 2*time.Minute)
 	waitReplicated(t, js, s.ResultsStream(), "", 2*time.Minute)
 	if err := runfleet.EnsureStreams(t.Context(), js, s, runfleet.StreamOptions{Replicas: 1}); err != nil {
 		t.Fatal(err)

@@ -229,11 +229,12 @@ func contextWithTimeout(t *testing.T, d time.Duration) (context.Context, context
 }
 
 // queueDrained waits until every job message is acked: no redelivery can store anything more.
-// The stream keeps the requests; the queue's consumer says what is left to deliver or ack.
+// The stream keeps the requests; the default tenant's consumer says what is left to deliver or ack.
 func (f *fleet) queueDrained(within time.Duration) {
 	f.t.Helper()
 	testenv.WaitFor(f.t, within, "job messages acked", func() bool {
-		c, err := f.js.Consumer(f.t.Context(), "RUNFLEET_JOBS", "RUNFLEET_WORKERS_"+job.DefaultQueue)
+		s, _ := job.NewSubjects("")
+		c, err := f.js.Consumer(f.t.Context(), s.JobsStream(), s.TenantConsumer(job.DefaultQueue, job.DefaultTenant))
 		if err != nil {
 			return false
 		}

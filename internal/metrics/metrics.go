@@ -33,10 +33,28 @@ type Metrics struct {
 	jobsBytes   prometheus.Gauge
 	jobsMsgs    prometheus.Gauge
 	jobsFull    prometheus.Gauge
+
+	// Per tenant, labelled as [Metrics.Tenant] says.
+	tenants       Tenants
+	tenantQueued  *prometheus.GaugeVec
+	tenantRunning *prometheus.GaugeVec
+	tenantStarted *prometheus.CounterVec
+	tenantSettled *prometheus.CounterVec
+	tenantCPU     *prometheus.CounterVec
 }
 
-// New registers the collectors; slots is the worker's concurrency.
-func New(slots int) *Metrics {
+// Tenants says which tenants have a policy of their own: only those get a label value of their
+// own, so that a publisher inventing tenant names cannot grow the metrics without bound.
+type Tenants interface {
+	Has(tenant string) bool
+}
+
+// OtherTenants is the label value shared by tenants without a policy of their own.
+const OtherTenants = "other"
+
+// New registers the collectors; slots is the worker's concurrency, tenants (nil: none) the
+// tenants labelled by name.
+func New(slots int, tenants Tenants) *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	buckets := prometheus.ExponentialBuckets(0.005, 2, 14)
@@ -61,9 +79,17 @@ func New(slots int) *Metrics {
 		jobsMsgs:  prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_jobs_stream_messages", Help: "Requests the jobs stream holds."}),
 		jobsFull: prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_jobs_stream_fullness",
 			Help: "Bytes the jobs stream holds over its bound (--jobs-max-bytes); at 1 new jobs are refused."}),
+		tenants: tenants,
+		tenantQueued: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "runfleet_tenant_jobs_queued",
+			Help: "The tenant's jobs stored and not yet delivered on this worker's queues, as of the last sweep."}, []string{"tenant"}),
+		tenantRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "runfleet_tenant_jobs_running", Help: "The tenant's jobs running on this worker."}, []string{"tenant"}),
+		tenantStarted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_tenant_jobs_started_total", Help: "The tenant's jobs this worker dispatched."}, []string{"tenant"}),
+		tenantSettled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_tenant_jobs_settled_total", Help: "The tenant's settlements this worker stored."}, []string{"tenant", "status"}),
+		tenantCPU:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_tenant_cpu_seconds_total", Help: "Sandbox CPU time of the tenant's jobs settled by this worker."}, []string{"tenant"}),
 	}
 	reg.MustRegister(m.claimed, m.redelivered, m.dispatched, m.settled, m.leasesLost, m.running, m.slots,
-		m.queueWait, m.start, m.runTime, m.total, m.waiting, m.takes, m.takeWait, m.jobsBytes, m.jobsMsgs, m.jobsFull)
+		m.queueWait, m.start, m.runTime, m.total, m.waiting, m.takes, m.takeWait, m.jobsBytes, m.jobsMsgs, m.jobsFull,
+		m.tenantQueued, m.tenantRunning, m.tenantStarted, m.tenantSettled, m.tenantCPU)
 	m.slots.Set(float64(slots))
 	return m
 }
@@ -85,21 +111,46 @@ func (m *Metrics) Claimed(queue string, redelivered bool) {
 	}
 }
 
+// Tenant is tenant's label value: its name when it has a policy of its own, else OtherTenants.
+func (m *Metrics) Tenant(tenant string) string {
+	if m.tenants != nil && m.tenants.Has(tenant) {
+		return tenant
+	}
+	return OtherTenants
+}
+
 // Dispatched counts a dispatch with its queue wait and sandbox start time.
-func (m *Metrics) Dispatched(queue string, wait, start time.Duration) {
+func (m *Metrics) Dispatched(queue, tenant string, wait, start time.Duration) {
 	m.dispatched.WithLabelValues(queue).Inc()
+	m.tenantStarted.WithLabelValues(m.Tenant(tenant)).Inc()
 	m.queueWait.WithLabelValues(queue).Observe(wait.Seconds())
 	m.start.WithLabelValues(queue).Observe(start.Seconds())
 }
 
 // Settled counts a settlement.
-func (m *Metrics) Settled(queue string, status job.Status, reason job.Reason, run, total time.Duration) {
+func (m *Metrics) Settled(queue, tenant string, status job.Status, reason job.Reason, run, total, cpu time.Duration) {
 	m.settled.WithLabelValues(queue, string(status), string(reason)).Inc()
+	m.tenantSettled.WithLabelValues(m.Tenant(tenant), string(status)).Inc()
+	if cpu > 0 {
+		m.tenantCPU.WithLabelValues(m.Tenant(tenant)).Add(cpu.Seconds())
+	}
 	if status.Ran() {
 		m.runTime.WithLabelValues(queue).Observe(run.Seconds())
 	}
 	if total > 0 {
 		m.total.WithLabelValues(queue).Observe(total.Seconds())
+	}
+}
+
+// Queued sets each tenant's jobs waiting, as a sweep of the tenant consumers counted them.
+func (m *Metrics) Queued(byTenant map[string]uint64) {
+	sums := map[string]uint64{}
+	for t, n := range byTenant {
+		sums[m.Tenant(t)] += n
+	}
+	m.tenantQueued.Reset()
+	for label, n := range sums {
+		m.tenantQueued.WithLabelValues(label).Set(float64(n))
 	}
 }
 
@@ -119,9 +170,10 @@ func (m *Metrics) Took(profile string, warm bool, wait time.Duration) {
 // LeaseLost counts a job stopped for its lease.
 func (m *Metrics) LeaseLost(queue string) { m.leasesLost.WithLabelValues(queue).Inc() }
 
-// Running moves the running gauge and the free slots with it.
-func (m *Metrics) Running(delta int) {
+// Running moves the running gauges and the free slots with them.
+func (m *Metrics) Running(tenant string, delta int) {
 	m.running.Add(float64(delta))
+	m.tenantRunning.WithLabelValues(m.Tenant(tenant)).Add(float64(delta))
 	m.slots.Sub(float64(delta))
 }
 

@@ -1,15 +1,12 @@
 package queue
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/runfleet/runfleet/job"
 )
 
 // ConsumerOptions configure the durable consumer of a queue. Zero fields take the defaults named.
@@ -54,34 +51,6 @@ func (s *Source) Next(wait time.Duration) (jetstream.Msg, error) {
 		return m, nil
 	}
 	return nil, batch.Error()
-}
-
-// Consumer returns the durable pull consumer that the fleet shares for queue, over every tenant,
-// creating it when it is missing. An existing consumer whose AckWait is shorter than o's (made by
-// a worker with a shorter lease) is raised to it, so that this worker's deliveries are not
-// redelivered while it runs them; it is never lowered, since other workers of the fleet may need
-// it. MaxDeliver stays unlimited: the lease record counts failures instead.
-//
-// The jobs stream keeps every request for the retention, acked or not, and a consumer made again
-// delivers them all from the start. It cannot be made to start after what its predecessor served
-// (that is lost with it, and some may not be acked), so the jobs stream remembers when each
-// queue's first consumer was made (its metadata, [markerKey]) and a later one says, through
-// [Source.Deliveries], that what was stored before it may have run.
-func Consumer(ctx context.Context, js jetstream.JetStream, s job.Subjects, queue string, o ConsumerOptions) (*Source, error) {
-	if !job.ValidQueue(queue) {
-		return nil, fmt.Errorf("queue %q: %w", queue, job.ErrInvalidQueue)
-	}
-	cfg := jetstream.ConsumerConfig{
-		Durable:       s.Consumer(queue),
-		Description:   "runfleet workers of queue " + queue + ", every tenant",
-		FilterSubject: s.QueueJobs(queue),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cmp.Or(o.AckWait, 30*time.Second),
-		MaxDeliver:    -1,
-		MaxAckPending: cmp.Or(o.MaxAckPending, 10000),
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-	return durable(ctx, js, s.JobsStream(), cfg)
 }
 
 // durable creates or opens the durable consumer cfg of the jobs stream and says whether it

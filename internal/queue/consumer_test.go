@@ -12,77 +12,165 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
-// TestConsumerMadeAgain: the first consumer of a queue serves what was stored before it as first
-// deliveries (a fleet's first worker may start after jobs came), and so does the same consumer
-// opened again; one made again after it was lost says that what was stored before it may have
-// run, and nothing stored after it.
-func TestConsumerMadeAgain(t *testing.T) {
-	ctx := t.Context()
+type consumerFixture struct {
+	t  *testing.T
+	js jetstream.JetStream
+	s  job.Subjects
+}
+
+func newConsumerFixture(t *testing.T) *consumerFixture {
 	srv := testenv.StartNATS(t)
 	js, err := jetstream.New(srv.Conn())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, _ := job.NewSubjects("")
-	if err := runfleet.EnsureStreams(ctx, js, s, runfleet.StreamOptions{}); err != nil {
+	if err := runfleet.EnsureStreams(t.Context(), js, s, runfleet.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	publish := func(id string) {
-		t.Helper()
-		if _, err := js.Publish(ctx, s.Job("default", "default", id), []byte("{}")); err != nil {
-			t.Fatal(err)
-		}
+	return &consumerFixture{t: t, js: js, s: s}
+}
+
+func (f *consumerFixture) publish(tenant, id string) {
+	f.t.Helper()
+	if _, err := f.js.Publish(f.t.Context(), f.s.Job("default", tenant, id), []byte("{}")); err != nil {
+		f.t.Fatal(err)
 	}
-	// next delivers the next message of a fresh opening of the queue's consumer, unacked.
-	next := func(t *testing.T) (*queue.Source, jetstream.Msg, *jetstream.MsgMetadata) {
-		t.Helper()
-		src, err := queue.Consumer(ctx, js, s, "default", queue.ConsumerOptions{AckWait: time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, err := src.Next(10 * time.Second)
-		if err != nil || m == nil {
-			t.Fatalf("Next() = %v, %v; want a message", m, err)
-		}
-		meta, err := m.Metadata()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return src, m, meta
+}
+
+// discover reads the discovery consumer's next message and acks it, as a worker does once the
+// tenant's consumer exists: it returns the tenant consumer made at the floor before the ack.
+func (f *consumerFixture) discover(d *queue.Source) *queue.Source {
+	f.t.Helper()
+	m, err := d.Next(10 * time.Second)
+	if err != nil || m == nil {
+		f.t.Fatalf("discovery Next() = %v, %v; want a message", m, err)
 	}
-	publish("before-first")
-	src, m, meta := next(t)
-	if src.History(meta) || src.Deliveries(meta) != 1 {
-		t.Errorf("first consumer: History = %v, Deliveries = %d; want a first delivery", src.History(meta), src.Deliveries(meta))
+	if len(m.Data()) != 0 {
+		f.t.Errorf("discovery message carries %d bytes of body, want headers only", len(m.Data()))
 	}
-	if err := m.DoubleAck(ctx); err != nil {
+	_, tenant, _, err := f.s.ParseJob(m.Subject())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	floor, err := d.Floor(f.t.Context())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	src, err := queue.TenantConsumer(f.t.Context(), f.js, f.s, queue.Pair{Queue: "default", Tenant: tenant}, floor, d.Remade(), queue.ConsumerOptions{AckWait: time.Second})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := m.DoubleAck(f.t.Context()); err != nil {
+		f.t.Fatal(err)
+	}
+	return src
+}
+
+func (f *consumerFixture) next(src *queue.Source) (jetstream.Msg, *jetstream.MsgMetadata) {
+	f.t.Helper()
+	m, err := src.Next(10 * time.Second)
+	if err != nil || m == nil {
+		f.t.Fatalf("Next() = %v, %v; want a message", m, err)
+	}
+	meta, err := m.Metadata()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return m, meta
+}
+
+// TestTenantConsumerStart: a tenant consumer made for its tenant's first job delivers that job
+// (stored before the consumer) as a first delivery; one made again after it was lost starts at
+// the discovery consumer's floor, so it does not replay the tenant's kept requests.
+func TestTenantConsumerStart(t *testing.T) {
+	f := newConsumerFixture(t)
+	f.publish("acme", "first")
+	d, err := queue.Discovery(t.Context(), f.js, f.s, "default")
+	if err != nil {
 		t.Fatal(err)
 	}
-	publish("second")
-	if src, _, meta := next(t); src.History(meta) || src.Deliveries(meta) != 1 {
-		t.Errorf("the first consumer opened again: History = %v, Deliveries = %d; want a first delivery", src.History(meta), src.Deliveries(meta))
+	if !d.Remade().IsZero() {
+		t.Errorf("a new queue's discovery consumer: Remade() = %v, want zero", d.Remade())
+	}
+	src := f.discover(d)
+	m, meta := f.next(src)
+	if m.Subject() != f.s.Job("default", "acme", "first") || src.History(meta) || src.Deliveries(meta) != 1 {
+		t.Errorf("first job: %s History = %v Deliveries = %d; want a first delivery of acme's first", m.Subject(), src.History(meta), src.Deliveries(meta))
+	}
+	if err := m.DoubleAck(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 
-	if err := js.DeleteConsumer(ctx, s.JobsStream(), s.Consumer("default")); err != nil {
+	if err := f.js.DeleteConsumer(t.Context(), f.s.JobsStream(), f.s.TenantConsumer("default", "acme")); err != nil {
 		t.Fatal(err)
 	}
-	src, m, meta = next(t)
-	if m.Subject() != s.Job("default", "default", "before-first") || !src.History(meta) || src.Deliveries(meta) != 2 {
-		t.Errorf("consumer made again: %s History = %v, Deliveries = %d; want before-first, a possible redelivery", m.Subject(), src.History(meta), src.Deliveries(meta))
+	f.publish("acme", "second")
+	src = f.discover(d)
+	m, meta = f.next(src)
+	if m.Subject() != f.s.Job("default", "acme", "second") || src.Deliveries(meta) != 1 {
+		t.Errorf("consumer made again: delivered %s (Deliveries %d), want acme's second as a first delivery, not the kept first", m.Subject(), src.Deliveries(meta))
 	}
-	publish("after")
-	for {
-		if err := m.DoubleAck(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if m.Subject() == s.Job("default", "default", "after") {
-			break
-		}
-		if m, err = src.Next(10 * time.Second); err != nil || m == nil {
-			t.Fatalf("Next() = %v, %v; want the message stored after", m, err)
-		}
-	}
-	if meta, _ := m.Metadata(); src.History(meta) || src.Deliveries(meta) != 1 {
-		t.Errorf("stored after the consumer was made again: History = %v; want a first delivery", src.History(meta))
+}
+
+// TestDiscoveryMadeAgain: a discovery consumer made again (lost, or a queue served by the earlier
+// consumer-per-queue layout) replays the stream; the tenant consumers it makes say that what was
+// stored before it may have run, and what is stored after it may not.
+func TestDiscoveryMadeAgain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(f *consumerFixture)
+	}{
+		{"discovery deleted", func(f *consumerFixture) {
+			d, err := queue.Discovery(f.t.Context(), f.js, f.s, "default")
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			f.discover(d)
+			if err := f.js.DeleteConsumer(f.t.Context(), f.s.JobsStream(), f.s.Discovery("default")); err != nil {
+				f.t.Fatal(err)
+			}
+			if err := f.js.DeleteConsumer(f.t.Context(), f.s.JobsStream(), f.s.TenantConsumer("default", "acme")); err != nil {
+				f.t.Fatal(err)
+			}
+		}},
+		{"served by a consumer per queue", func(f *consumerFixture) {
+			// The earlier layout's consumer, marked as it marked it.
+			st, err := f.js.Stream(f.t.Context(), f.s.JobsStream())
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			cfg := st.CachedInfo().Config
+			cfg.Metadata = map[string]string{"runfleet.first_made." + f.s.Consumer("default"): time.Now().UTC().Format(time.RFC3339Nano)}
+			if _, err := f.js.UpdateStream(f.t.Context(), cfg); err != nil {
+				f.t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newConsumerFixture(t)
+			f.publish("acme", "kept")
+			tc.lose(f)
+			d, err := queue.Discovery(t.Context(), f.js, f.s, "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.Remade().IsZero() {
+				t.Fatal("Remade() is zero, want the time the discovery consumer was made")
+			}
+			src := f.discover(d)
+			m, meta := f.next(src)
+			if m.Subject() != f.s.Job("default", "acme", "kept") || !src.History(meta) || src.Deliveries(meta) < 2 {
+				t.Errorf("kept request: %s History = %v Deliveries = %d; want a possible redelivery", m.Subject(), src.History(meta), src.Deliveries(meta))
+			}
+			if err := m.DoubleAck(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			f.publish("acme", "after")
+			m, meta = f.next(src)
+			if m.Subject() != f.s.Job("default", "acme", "after") || src.History(meta) || src.Deliveries(meta) != 1 {
+				t.Errorf("stored after: %s History = %v Deliveries = %d; want a first delivery", m.Subject(), src.History(meta), src.Deliveries(meta))
+			}
+		})
 	}
 }

@@ -180,7 +180,7 @@ func TestConsumerRaisesAnOlderAckWait(t *testing.T) {
 		{90 * time.Second, 90 * time.Second}, // a worker with a longer lease raises it
 		{30 * time.Second, 90 * time.Second}, // and one with a shorter lease never lowers it
 	} {
-		c, err := queue.Consumer(t.Context(), js, s, "default", queue.ConsumerOptions{AckWait: step.ackWait})
+		c, err := queue.TenantConsumer(t.Context(), js, s, queue.Pair{Queue: "default", Tenant: "default"}, 0, time.Time{}, queue.ConsumerOptions{AckWait: step.ackWait})
 		if err != nil {
 			t.Fatalf("Consumer(AckWait %v) error = %v", step.ackWait, err)
 		}

@@ -103,7 +103,14 @@ func Discovery(ctx context.Context, js jetstream.JetStream, s job.Subjects, queu
 	if !job.ValidQueue(queue) {
 		return nil, fmt.Errorf("queue %q: %w", queue, job.ErrInvalidQueue)
 	}
-	return durable(ctx, js, s.JobsStream(), jetstream.ConsumerConfig{
+	st, err := js.Stream(ctx, s.JobsStream())
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", s.JobsStream(), err)
+	}
+	meta := st.CachedInfo().Config.Metadata
+	_, served := meta[markerKey(s.Consumer(queue))]
+	_, had := meta[markerKey(s.Discovery(queue))]
+	src, err := durable(ctx, js, s.JobsStream(), jetstream.ConsumerConfig{
 		Durable:       s.Discovery(queue),
 		Description:   "runfleet tenant discovery of queue " + queue + ": job headers only",
 		FilterSubject: s.QueueJobs(queue),
@@ -114,6 +121,12 @@ func Discovery(ctx context.Context, js jetstream.JetStream, s job.Subjects, queu
 		HeadersOnly:   true,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
+	if err == nil && served && !had {
+		// The queue was served by a version that kept one consumer per queue: what the stream
+		// holds from before now may have run.
+		src.remade = src.CachedInfo().Created
+	}
+	return src, err
 }
 
 // Floor returns the stream sequence a tenant consumer made now must start at: one past the

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/runfleet/runfleet/internal/fairshare"
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/queue"
@@ -22,7 +23,12 @@ import (
 
 // attempt is one delivery of one job.
 type attempt struct {
-	q     string
+	q      string
+	tenant string
+	// share is the job's part of its tenant's fair share, done when the attempt ends with the
+	// CPU milliseconds its settlement says were measured (cpuMS, -1 when none were).
+	share *fairshare.Job
+	cpuMS int64
 	m     jetstream.Msg
 	meta  *jetstream.MsgMetadata
 	id    string
@@ -49,7 +55,7 @@ func destroy(ctx context.Context, sb sandbox.Sandbox) error {
 	return sb.Destroy(ctx)
 }
 
-func (r *Runner) handle(runCtx context.Context, q string, src *queue.Source, m jetstream.Msg) {
+func (r *Runner) handle(runCtx context.Context, q string, src *queue.Source, m jetstream.Msg, share *fairshare.Job) {
 	meta, err := m.Metadata()
 	if err != nil {
 		r.log.Error("message without metadata", "queue", q, "err", err)
@@ -62,9 +68,10 @@ func (r *Runner) handle(runCtx context.Context, q string, src *queue.Source, m j
 		return
 	}
 	id := j.ID
-	a := &attempt{q: q, m: m, meta: meta, id: id, trace: m.Headers().Get(job.HeaderTraceparent),
+	a := &attempt{q: q, tenant: j.Tenant, share: share, cpuMS: -1, m: m, meta: meta, id: id, trace: m.Headers().Get(job.HeaderTraceparent),
 		log: r.log.With("job_id", id, "queue", q, "delivery", meta.NumDelivered)}
 	a.base = job.Settlement{JobID: id, Worker: r.o.Worker, Provider: r.provider.Name(), QueuedAt: meta.Timestamp.UTC()}
+	defer func() { share.Done(runCtx, a.cpuMS) }()
 
 	// leaseCtx ends only when the lease is lost. The job's context jctx ends too on a cancel or a
 	// shutdown, which stop the program; the heartbeat, the teardown (collect, destroy) and the
@@ -174,7 +181,11 @@ func (r *Runner) reject(ctx context.Context, q string, m jetstream.Msg, meta *je
 		return
 	}
 	r.log.Info("rejected job message", "queue", q, "stream_seq", rec.StreamSeq, "subject", rec.Subject, "reason", rec.Reason)
-	r.o.Observer.Settled(q, job.StatusRejected, rec.Reason, 0, 0)
+	tenant := job.DefaultTenant
+	if _, t, _, err := r.subjects.ParseJob(m.Subject()); err == nil {
+		tenant = t
+	}
+	r.o.Observer.Settled(q, tenant, job.StatusRejected, rec.Reason, 0, 0, 0)
 	_ = m.DoubleAck(ctx)
 }
 
@@ -304,8 +315,8 @@ func (r *Runner) dispatch(ctx, leaseCtx context.Context, a *attempt, b job.Bound
 	var flusher sync.WaitGroup
 	flusher.Go(func() { pages.run(flushCtx, pubCtx) })
 
-	r.o.Observer.Dispatched(a.q, time.Since(a.base.QueuedAt), startup)
-	r.o.Observer.Running(1)
+	r.o.Observer.Dispatched(a.q, a.tenant, time.Since(a.base.QueuedAt), startup)
+	r.o.Observer.Running(a.tenant, 1)
 	a.base.StartedAt = time.Now().UTC()
 	a.log.Info("dispatched")
 	if r.o.Hook != nil {
@@ -314,7 +325,7 @@ func (r *Runner) dispatch(ctx, leaseCtx context.Context, a *attempt, b job.Bound
 	}
 	exit, runErr := sb.Run(ctx, bytes.NewReader(payload), stdout, stderr)
 	a.base.FinishedAt = time.Now().UTC()
-	r.o.Observer.Running(-1)
+	r.o.Observer.Running(a.tenant, -1)
 	stopFlush()
 	flusher.Wait()
 

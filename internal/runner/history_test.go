@@ -11,8 +11,9 @@ import (
 )
 
 // TestKeptRequestsNeverRunAgain: the jobs stream keeps every request it served. Losing the queue's
-// consumer and every Redis record (a FLUSHALL: the epoch goes too) and starting the fleet again
-// delivers them all again from the start; none may run again, and none may settle again.
+// consumers (its discovery consumer and its tenant's) and every Redis record (a FLUSHALL: the epoch
+// goes too) and starting the fleet again delivers them all again from the start; none may run
+// again, and none may settle again.
 func TestKeptRequestsNeverRunAgain(t *testing.T) {
 	f := newFleet(t)
 	w := f.startWorker(workerOpts{})
@@ -27,19 +28,21 @@ func TestKeptRequestsNeverRunAgain(t *testing.T) {
 	f.shutdown()
 	testenv.WaitFor(t, 30*time.Second, "the first worker stopped consuming", func() bool { return !w.Consuming() })
 
-	if err := f.js.DeleteConsumer(t.Context(), f.subjects.JobsStream(), f.subjects.Consumer(job.DefaultQueue)); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{f.subjects.Discovery(job.DefaultQueue), f.subjects.TenantConsumer(job.DefaultQueue, job.DefaultTenant)} {
+		if err := f.js.DeleteConsumer(t.Context(), f.subjects.JobsStream(), name); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := f.redis.Client().FlushAll(t.Context()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	w2 := f.startWorker(workerOpts{id: "w2"})
 	testenv.WaitFor(t, 30*time.Second, "the second worker consuming", w2.Consuming)
-	cons, err := f.js.Consumer(t.Context(), f.subjects.JobsStream(), f.subjects.Consumer(job.DefaultQueue))
-	if err != nil {
-		t.Fatal(err)
-	}
 	testenv.WaitFor(t, 60*time.Second, "every kept request delivered again and acked", func() bool {
+		cons, err := f.js.Consumer(t.Context(), f.subjects.JobsStream(), f.subjects.TenantConsumer(job.DefaultQueue, job.DefaultTenant))
+		if err != nil {
+			return false
+		}
 		ci, err := cons.Info(t.Context())
 		return err == nil && ci.NumPending == 0 && ci.NumAckPending == 0 && ci.AckFloor.Stream >= uint64(len(ids))
 	})

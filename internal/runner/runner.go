@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/runfleet/runfleet/internal/fairshare"
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/queue"
@@ -42,6 +43,11 @@ type Options struct {
 	Observer  Observer
 	// Index, when set, lists each job once its settlement is stored (internal/jobindex).
 	Index Index
+	// Tenants gives each tenant's weight and max_running (a *tenant.Policies, live); default:
+	// weight 1 and no limits for every tenant.
+	Tenants fairshare.Policies
+	// Running keeps max_running across the fleet; without it no tenant is capped.
+	Running *fairshare.Running
 	// Hook, when set, is told each phase a job passes: claimed, reserved, associated, running (the
 	// program has run a moment), collected (its outputs are stored, the job is not yet settled),
 	// settled. Fault tests kill the process at one; production builds leave it nil.
@@ -82,21 +88,28 @@ type Index interface {
 }
 
 // Observer hears of job transitions, for metrics. Its methods must not block.
+// Tenant labels are the job's tenant.
 type Observer interface {
 	Claimed(queue string, redelivered bool)
-	Dispatched(queue string, wait, start time.Duration)
-	Settled(queue string, status job.Status, reason job.Reason, run, total time.Duration)
+	Dispatched(queue, tenant string, wait, start time.Duration)
+	// Settled is told each settlement this worker stored; cpu is the sandbox CPU time measured,
+	// zero when none was.
+	Settled(queue, tenant string, status job.Status, reason job.Reason, run, total, cpu time.Duration)
 	LeaseLost(queue string)
-	Running(delta int)
+	Running(tenant string, delta int)
+	// Queued is told each tenant's jobs waiting on this worker's queues, at each sweep.
+	Queued(byTenant map[string]uint64)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) Claimed(string, bool)                                                 {}
-func (nopObserver) Dispatched(string, time.Duration, time.Duration)                      {}
-func (nopObserver) Settled(string, job.Status, job.Reason, time.Duration, time.Duration) {}
-func (nopObserver) LeaseLost(string)                                                     {}
-func (nopObserver) Running(int)                                                          {}
+func (nopObserver) Claimed(string, bool)                                    {}
+func (nopObserver) Dispatched(string, string, time.Duration, time.Duration) {}
+func (nopObserver) Settled(string, string, job.Status, job.Reason, time.Duration, time.Duration, time.Duration) {
+}
+func (nopObserver) LeaseLost(string)         {}
+func (nopObserver) Running(string, int)      {}
+func (nopObserver) Queued(map[string]uint64) {}
 
 // Runner runs the jobs of a worker.
 type Runner struct {
@@ -146,6 +159,9 @@ func (r *Runner) Consuming() bool { return r.consuming.Load() }
 // ends, running jobs are killed and settle failed/worker_shutdown. Cancel claimCtx first and
 // runCtx after a grace period for a graceful stop. A stop that comes while Serve is still setting
 // up is a clean stop too: Serve returns nil.
+//
+// Jobs come from one consumer per queue and tenant; which one a free slot fetches from next is
+// the fair-share scheduler's choice (internal/fairshare).
 func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	stopWatch, err := r.watchCancels(claimCtx)
 	if err != nil {
@@ -156,22 +172,30 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	}
 	defer stopWatch()
 
-	consumers := make(map[string]*queue.Source, len(r.o.Queues))
-	for _, q := range r.o.Queues {
-		c, err := queue.Consumer(claimCtx, r.js, r.subjects, q, queue.ConsumerOptions{AckWait: 3 * r.leases.TTL()})
-		if err != nil {
-			if claimCtx.Err() != nil {
-				return nil
-			}
-			return err
+	sched := fairshare.New(fairshare.Options{Policies: r.o.Tenants, Running: r.o.Running, Logger: r.log})
+	ts, err := r.newTenants(claimCtx, sched)
+	if err == nil {
+		var stopListen func()
+		if stopListen, err = ts.listen(); err == nil {
+			defer stopListen()
 		}
-		consumers[q] = c
+	}
+	if err != nil {
+		if claimCtx.Err() != nil {
+			return nil
+		}
+		return err
 	}
 	slots := make(chan struct{}, r.o.Concurrency)
 	var jobs, loops sync.WaitGroup
-	for q, c := range consumers {
-		loops.Go(func() { r.fetchLoop(claimCtx, runCtx, q, c, slots, &jobs) })
+	for q := range ts.queues {
+		loops.Go(func() { ts.discover(claimCtx, q) })
 	}
+	loops.Go(func() { ts.upkeep(claimCtx) })
+	if r.o.Running != nil {
+		loops.Go(func() { r.o.Running.Keep(runCtx) })
+	}
+	loops.Go(func() { r.claimLoop(claimCtx, runCtx, sched, slots, &jobs) })
 	r.consuming.Store(true)
 	stopReady := context.AfterFunc(claimCtx, func() { r.consuming.Store(false) })
 	defer stopReady()
@@ -181,7 +205,8 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	return nil
 }
 
-func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, src *queue.Source, slots chan struct{}, jobs *sync.WaitGroup) {
+// claimLoop takes free slots, asks the scheduler whose jobs to fetch, and starts what comes.
+func (r *Runner) claimLoop(claimCtx, runCtx context.Context, sched *fairshare.Scheduler, slots chan struct{}, jobs *sync.WaitGroup) {
 	backoff := 100 * time.Millisecond
 	for {
 		select {
@@ -189,62 +214,59 @@ func (r *Runner) fetchLoop(claimCtx, runCtx context.Context, q string, src *queu
 		case <-claimCtx.Done():
 			return
 		}
-		if n := 1 + takeFree(slots, maxBatch-1); n > 1 {
-			// Under load one fetch brings a job for each free slot, where a fetch per job bounded
-			// a worker to about 600 jobs/s (internal/cmd/cpbench). It does not wait, so no slot
-			// is held for a job that has not come; when it brings none, a fetch of one job waits.
-			// Its error, if any, is the waiting fetch's too, and reported there.
-			got := 0
-			if batch, err := src.FetchNoWait(n); err == nil {
-				got = r.start(claimCtx, runCtx, q, src, batch, slots, jobs)
-			}
-			if got > 0 {
-				release(slots, n-got)
-				backoff = 100 * time.Millisecond
-				continue
-			}
-			release(slots, n-1)
-		}
-		batch, err := src.Fetch(1, jetstream.FetchMaxWait(time.Second))
+		// Under load one fetch brings a job for each free slot, where a fetch per job bounded a
+		// worker to about 600 jobs/s (internal/cmd/cpbench). The fetch does not wait: the
+		// scheduler picks only consumers that have jobs waiting, as far as it knows.
+		n := 1 + takeFree(slots, maxBatch-1)
+		g, err := sched.Pick(claimCtx, n)
 		if err != nil {
-			<-slots
-			r.log.Warn("fetch", "queue", q, "err", err)
+			release(slots, n)
+			return
+		}
+		msgs, err := fetch(g.Source, g.N)
+		handles := g.Fetched(claimCtx, len(msgs))
+		release(slots, n-len(msgs))
+		if err != nil {
+			r.log.Warn("fetch", "queue", g.Pair.Queue, "tenant", g.Pair.Tenant, "err", err)
 			select {
 			case <-time.After(backoff):
 				backoff = min(2*backoff, 5*time.Second)
 			case <-claimCtx.Done():
-				return
 			}
-			continue
+		} else {
+			backoff = 100 * time.Millisecond
 		}
-		backoff = 100 * time.Millisecond
-		if r.start(claimCtx, runCtx, q, src, batch, slots, jobs) == 0 {
-			<-slots
+		for i, m := range msgs {
+			if claimCtx.Err() != nil {
+				_ = m.Nak() // claimed after the stop: another worker takes it now
+				handles[i].Done(runCtx, -1)
+				<-slots
+				continue
+			}
+			jobs.Go(func() {
+				defer func() { <-slots }()
+				defer handles[i].Done(runCtx, -1)
+				r.handle(runCtx, g.Pair.Queue, g.Source, m, handles[i])
+			})
 		}
 	}
+}
+
+// fetch takes up to n jobs of src that are waiting now, without waiting for more.
+func fetch(src *queue.Source, n int) ([]jetstream.Msg, error) {
+	batch, err := src.FetchNoWait(n)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]jetstream.Msg, 0, n)
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
+	return msgs, batch.Error()
 }
 
 // maxBatch bounds the jobs one fetch brings.
 const maxBatch = 32
-
-// start runs each job of batch on a slot the caller holds for it, and returns how many came; each
-// job gives its slot back when it ends.
-func (r *Runner) start(claimCtx, runCtx context.Context, q string, src *queue.Source, batch jetstream.MessageBatch, slots chan struct{}, jobs *sync.WaitGroup) int {
-	got := 0
-	for m := range batch.Messages() {
-		got++
-		if claimCtx.Err() != nil {
-			_ = m.Nak() // claimed after the stop: another worker takes it now
-			<-slots
-			continue
-		}
-		jobs.Go(func() {
-			defer func() { <-slots }()
-			r.handle(runCtx, q, src, m)
-		})
-	}
-	return got
-}
 
 // takeFree takes up to n more slots without waiting, and returns how many it took.
 func takeFree(slots chan struct{}, n int) int {

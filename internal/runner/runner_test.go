@@ -278,7 +278,7 @@ func TestOneFetchFillsTheFreeSlots(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var batches []int
-	sub, err := f.nats.Conn().Subscribe("$JS.API.CONSUMER.MSG.NEXT."+f.subjects.JobsStream()+".>", func(m *nats.Msg) {
+	sub, err := f.nats.Conn().Subscribe("$JS.API.CONSUMER.MSG.NEXT."+f.subjects.JobsStream()+"."+f.subjects.TenantConsumer("default", "default"), func(m *nats.Msg) {
 		var req struct {
 			Batch int `json:"batch"`
 		}
@@ -515,7 +515,7 @@ func TestRepublishedAfterTheDedupWindow(t *testing.T) {
 	if info, err := jobs.Info(t.Context()); err != nil || info.State.Msgs != 1 {
 		t.Errorf("jobs stream holds %v messages (%v), want the first request only", info.State.Msgs, err)
 	}
-	cons, err := f.js.Consumer(t.Context(), f.subjects.JobsStream(), f.subjects.Consumer("default"))
+	cons, err := f.js.Consumer(t.Context(), f.subjects.JobsStream(), f.subjects.TenantConsumer("default", "default"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,12 @@ func (r *Runner) stored(ctx context.Context, a *attempt, st job.Settlement, run 
 	if err := a.m.DoubleAck(ctx); err != nil {
 		a.log.Warn("ack", "err", err)
 	}
-	r.o.Observer.Settled(a.q, st.Status, st.Reason, run, time.Since(a.base.QueuedAt))
+	var cpu time.Duration
+	if st.Usage != nil && st.Usage.CPUMS != nil {
+		cpu = time.Duration(*st.Usage.CPUMS) * time.Millisecond
+		a.cpuMS = *st.Usage.CPUMS
+	}
+	r.o.Observer.Settled(a.q, a.tenant, st.Status, st.Reason, run, time.Since(a.base.QueuedAt), cpu)
 }
 
 // index lists a stored settlement. A row lost here is missing from lists until a repair: the
@@ -147,11 +152,7 @@ func (r *Runner) index(ctx context.Context, a *attempt, st job.Settlement) {
 	if r.o.Index == nil {
 		return
 	}
-	tenant := job.DefaultTenant
-	if _, t, _, err := r.subjects.ParseJob(a.m.Subject()); err == nil {
-		tenant = t
-	}
-	if err := r.o.Index.Add(ctx, job.ListedOf(a.q, tenant, st)); err != nil {
+	if err := r.o.Index.Add(ctx, job.ListedOf(a.q, a.tenant, st)); err != nil {
 		a.log.Warn("list the settled job", "err", err)
 	}
 }

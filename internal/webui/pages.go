@@ -1,6 +1,7 @@
 package webui
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/queue"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -56,7 +58,7 @@ func (u *UI) overviewLive(w http.ResponseWriter, r *http.Request) {
 }
 
 type queueRow struct {
-	Queue            string
+	Queue, Tenant    string
 	Waiting, Running uint64
 	Err              string
 }
@@ -134,28 +136,24 @@ func (u *UI) count(ctx context.Context, q job.ListQuery) (int64, error) {
 	return *l.Count, nil
 }
 
-// queues reads each queue's consumer: jobs waiting, and delivered but not acked (running).
+// queues reads the tenant consumers of the queues named: per queue and tenant, jobs waiting, and
+// delivered but not acked (running). One listing serves every row.
 func (u *UI) queues(ctx context.Context, names []string) []queueRow {
 	js, err := jetstream.New(u.o.NATS)
 	if err != nil {
 		return nil
 	}
-	s := u.o.Client.Subjects()
-	rows := make([]queueRow, 0, len(names))
-	for _, q := range names {
-		row := queueRow{Queue: q}
-		c, err := js.Consumer(ctx, s.JobsStream(), s.Consumer(q))
-		if err == nil {
-			var info *jetstream.ConsumerInfo
-			if info, err = c.Info(ctx); err == nil {
-				row.Waiting, row.Running = info.NumPending, uint64(info.NumAckPending)
-			}
-		}
-		if err != nil {
-			row.Err = err.Error()
-		}
-		rows = append(rows, row)
+	backlogs, err := queue.Tenants(ctx, js, u.o.Client.Subjects())
+	if err != nil {
+		return []queueRow{{Queue: strings.Join(names, ","), Err: err.Error()}}
 	}
+	var rows []queueRow
+	for p, b := range backlogs {
+		if slices.Contains(names, p.Queue) {
+			rows = append(rows, queueRow{Queue: p.Queue, Tenant: p.Tenant, Waiting: b.Pending, Running: uint64(b.AckPending)})
+		}
+	}
+	slices.SortFunc(rows, func(a, b queueRow) int { return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Tenant, b.Tenant)) })
 	return rows
 }
 

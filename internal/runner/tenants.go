@@ -1,0 +1,217 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet/internal/fairshare"
+	"github.com/runfleet/runfleet/internal/queue"
+	"github.com/runfleet/runfleet/job"
+)
+
+// sweepEvery is how often a worker lists the tenant consumers: to learn of those other workers
+// made, and of jobs waiting that no republish announced (a redelivery, a worker that was
+// disconnected when a job came).
+const sweepEvery = 5 * time.Second
+
+// tenants keeps a worker's scheduler supplied with the fleet's tenant consumers.
+type tenants struct {
+	r       *Runner
+	sched   *fairshare.Scheduler
+	queues  map[string]*queue.Source // discovery consumers, by queue
+	unknown chan queue.Pair          // announced pairs the scheduler does not know
+}
+
+func (r *Runner) consumerOptions() queue.ConsumerOptions {
+	return queue.ConsumerOptions{AckWait: 3 * r.leases.TTL()}
+}
+
+// newTenants opens each queue's discovery consumer.
+func (r *Runner) newTenants(ctx context.Context, sched *fairshare.Scheduler) (*tenants, error) {
+	t := &tenants{r: r, sched: sched, queues: map[string]*queue.Source{}, unknown: make(chan queue.Pair, 1024)}
+	for _, q := range r.o.Queues {
+		d, err := queue.Discovery(ctx, r.js, r.subjects, q)
+		if err != nil {
+			return nil, err
+		}
+		t.queues[q] = d
+	}
+	return t, nil
+}
+
+// listen subscribes to the jobs stream's republish of the queues' job headers: each names a
+// pair that has a job waiting. It returns the subscriptions' stop.
+func (t *tenants) listen() (func(), error) {
+	var subs []*nats.Subscription
+	stop := func() {
+		for _, s := range subs {
+			_ = s.Unsubscribe()
+		}
+	}
+	for q := range t.queues {
+		s, err := t.r.nc.Subscribe(t.r.subjects.Arrived(q, "*"), func(m *nats.Msg) {
+			parts := strings.Split(m.Subject, ".")
+			if len(parts) < 3 {
+				return
+			}
+			p := queue.Pair{Queue: parts[len(parts)-3], Tenant: parts[len(parts)-2]}
+			if t.sched.Arrived(p) || !job.ValidTenant(p.Tenant) {
+				return
+			}
+			select {
+			case t.unknown <- p:
+			default: // the next sweep finds it
+			}
+		})
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		subs = append(subs, s)
+	}
+	return stop, nil
+}
+
+// upkeep opens the consumers of announced pairs and sweeps every sweepEvery until ctx ends.
+func (t *tenants) upkeep(ctx context.Context) {
+	t.sweep(ctx)
+	tick := time.NewTicker(sweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-t.unknown:
+			if t.sched.Known(p) {
+				continue
+			}
+			// The discovery consumer makes a missing one; an existing one is opened here.
+			src, err := queue.OpenTenantConsumer(ctx, t.r.js, t.r.subjects, p, t.r.consumerOptions())
+			if err == nil {
+				t.sched.Add(p, src)
+			} else if !errors.Is(err, jetstream.ErrConsumerNotFound) && ctx.Err() == nil {
+				t.r.log.Warn("open tenant consumer", "queue", p.Queue, "tenant", p.Tenant, "err", err)
+			}
+		case <-tick.C:
+			t.sweep(ctx)
+		}
+	}
+}
+
+// sweep lists the tenant consumers: it adds those of this worker's queues it did not know, and
+// marks active those with jobs pending or unacked (a redelivery comes back without a republish).
+func (t *tenants) sweep(ctx context.Context) {
+	backlogs, err := queue.Tenants(ctx, t.r.js, t.r.subjects)
+	if err != nil {
+		if ctx.Err() == nil {
+			t.r.log.Warn("list tenant consumers", "err", err)
+		}
+		return
+	}
+	queued := map[string]uint64{}
+	for p, b := range backlogs {
+		if _, ok := t.queues[p.Queue]; !ok {
+			continue
+		}
+		queued[p.Tenant] += b.Pending
+		if !t.sched.Known(p) {
+			src, err := queue.OpenTenantConsumer(ctx, t.r.js, t.r.subjects, p, t.r.consumerOptions())
+			if err != nil {
+				if ctx.Err() == nil {
+					t.r.log.Warn("open tenant consumer", "queue", p.Queue, "tenant", p.Tenant, "err", err)
+				}
+				continue
+			}
+			t.sched.Add(p, src)
+		}
+		if b.Pending > 0 || b.AckPending > 0 {
+			t.sched.Arrived(p)
+		}
+	}
+	t.r.o.Observer.Queued(queued)
+}
+
+// discover reads queue q's discovery consumer until ctx ends: for each job stored on q it makes
+// sure the job's tenant consumer exists before it acks, so that the discovery consumer's ack
+// floor is where a new tenant consumer may start (queue.Discovery). A job whose subject names no
+// valid tenant has no consumer to go to: it is rejected here.
+func (t *tenants) discover(ctx context.Context, q string) {
+	d := t.queues[q]
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		batch, err := d.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		if err == nil {
+			for m := range batch.Messages() {
+				if !t.discovered(ctx, q, d, m) {
+					err = errors.New("tenant consumer not made")
+				}
+			}
+			if err == nil {
+				err = batch.Error()
+			}
+		}
+		if err == nil || errors.Is(err, nats.ErrTimeout) {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		t.r.log.Warn("discover tenants", "queue", q, "err", err)
+		select {
+		case <-time.After(backoff):
+			backoff = min(2*backoff, 5*time.Second)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// discovered handles one discovery message and reports whether it was acked.
+func (t *tenants) discovered(ctx context.Context, q string, d *queue.Source, m jetstream.Msg) bool {
+	_, tenant, _, err := t.r.subjects.ParseJob(m.Subject())
+	if err != nil {
+		meta, merr := m.Metadata()
+		if merr != nil || !errors.Is(err, job.ErrInvalidTenant) {
+			// A job id the subject cannot name reaches its tenant consumer, whose worker rejects
+			// it (queue.ParseJob); only a tenant that cannot have a consumer is this one's.
+			_ = m.Ack()
+			return true
+		}
+		t.r.reject(ctx, q, m, meta, job.Rejection{Subject: m.Subject(), Reason: job.ReasonInvalidSubject, Detail: err.Error()})
+		return true
+	}
+	p := queue.Pair{Queue: q, Tenant: tenant}
+	if !t.sched.Known(p) {
+		src, err := t.ensure(ctx, d, p)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.r.log.Warn("make tenant consumer", "queue", q, "tenant", tenant, "err", err)
+			}
+			_ = m.NakWithDelay(time.Second)
+			return false
+		}
+		t.sched.Add(p, src)
+	}
+	t.sched.Arrived(p)
+	_ = m.Ack()
+	return true
+}
+
+// ensure opens p's consumer, or makes it to start at the discovery consumer's floor.
+func (t *tenants) ensure(ctx context.Context, d *queue.Source, p queue.Pair) (*queue.Source, error) {
+	src, err := queue.OpenTenantConsumer(ctx, t.r.js, t.r.subjects, p, t.r.consumerOptions())
+	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return src, err
+	}
+	floor, err := d.Floor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return queue.TenantConsumer(ctx, t.r.js, t.r.subjects, p, floor, d.Remade(), t.r.consumerOptions())
+}
