@@ -3,6 +3,7 @@ package fairshare
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -123,8 +124,10 @@ func (r *Running) Count(ctx context.Context, tenant string) (int64, error) {
 	return n, nil
 }
 
-// Keep renews the slots this worker holds every third of the TTL until ctx ends.
-func (r *Running) Keep(ctx context.Context) {
+// Keep renews the slots this worker holds every third of the TTL until ctx ends. A renewal that
+// fails is logged and tried again at the next tick; a slot not renewed within the TTL expires,
+// and the fleet may then run one more of the tenant's jobs than its bound until this one ends.
+func (r *Running) Keep(ctx context.Context, log *slog.Logger) {
 	tick := time.NewTicker(r.ttl / 3)
 	defer tick.Stop()
 	for {
@@ -144,7 +147,9 @@ func (r *Running) Keep(ctx context.Context) {
 		}
 		r.mu.Unlock()
 		for tenant, args := range held {
-			_ = renewScript.Run(ctx, r.rdb, []string{r.Key(tenant)}, args...).Err()
+			if err := renewScript.Run(ctx, r.rdb, []string{r.Key(tenant)}, args...).Err(); err != nil && ctx.Err() == nil {
+				log.Warn("renew running slots", "tenant", tenant, "err", err)
+			}
 		}
 	}
 }

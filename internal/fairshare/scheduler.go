@@ -130,7 +130,7 @@ func (s *Scheduler) activate(e *entry) {
 			// Coming back from idle, the tenant starts level with the least served of the
 			// others: no credit banked while it had nothing to run.
 			if floor, ok := s.floor(e.pair.Tenant); ok {
-				a.usage = max(a.usage, floor*s.weight(e.pair.Tenant))
+				a.usage = max(s.decayed(a), floor*s.weight(e.pair.Tenant))
 			}
 		}
 		a.active++

@@ -193,7 +193,7 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	}
 	loops.Go(func() { ts.upkeep(claimCtx) })
 	if r.o.Running != nil {
-		loops.Go(func() { r.o.Running.Keep(runCtx) })
+		loops.Go(func() { r.o.Running.Keep(runCtx, r.log) })
 	}
 	loops.Go(func() { r.claimLoop(claimCtx, runCtx, sched, slots, &jobs) })
 	r.consuming.Store(true)

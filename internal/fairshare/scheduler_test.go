@@ -1,0 +1,205 @@
+package fairshare_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/runfleet/runfleet/internal/fairshare"
+	"github.com/runfleet/runfleet/internal/queue"
+	"github.com/runfleet/runfleet/internal/tenant"
+)
+
+// sim runs a scheduler on a simulated clock: slots run one job each, a tenant's job costs its
+// cost in CPU and in wall time, and every tenant listed as flooding always has jobs waiting.
+type sim struct {
+	t     *testing.T
+	now   time.Time
+	s     *fairshare.Scheduler
+	cost  map[string]time.Duration
+	cpu   map[string]time.Duration // CPU settled per tenant since reset
+	picks []string
+}
+
+func newSim(t *testing.T, weights map[string]float64, cost map[string]time.Duration) *sim {
+	var pol tenant.Policies
+	for name, w := range weights {
+		pol.Set(name, tenant.Policy{Weight: w})
+	}
+	sm := &sim{t: t, now: time.Unix(1e9, 0), cost: cost, cpu: map[string]time.Duration{}}
+	sm.s = fairshare.New(fairshare.Options{Policies: &pol, Now: func() time.Time { return sm.now }})
+	return sm
+}
+
+func pair(tenant string) queue.Pair { return queue.Pair{Queue: "default", Tenant: tenant} }
+
+type running struct {
+	tenant string
+	ends   time.Time
+	job    *fairshare.Job
+}
+
+// run serves the flooding tenants on slots slots for d of simulated time.
+func (sm *sim) run(slots int, d time.Duration) {
+	ctx := context.Background()
+	end := sm.now.Add(d)
+	var busy []running
+	for sm.now.Before(end) {
+		for len(busy) < slots {
+			g, err := sm.s.Pick(ctx, 1)
+			if err != nil {
+				sm.t.Fatal(err)
+			}
+			// A flooding tenant always has another job: the fetch brings one and it stays active.
+			j := g.Fetched(ctx, 1)[0]
+			sm.s.Arrived(g.Pair)
+			busy = append(busy, running{tenant: g.Pair.Tenant, ends: sm.now.Add(sm.cost[g.Pair.Tenant]), job: j})
+			sm.picks = append(sm.picks, g.Pair.Tenant)
+		}
+		first := 0
+		for i, r := range busy {
+			if r.ends.Before(busy[first].ends) {
+				first = i
+			}
+		}
+		r := busy[first]
+		busy = append(busy[:first], busy[first+1:]...)
+		sm.now = r.ends
+		sm.cpu[r.tenant] += sm.cost[r.tenant]
+		r.job.Done(ctx, sm.cost[r.tenant].Milliseconds())
+	}
+	for _, r := range busy {
+		r.job.Done(ctx, sm.cost[r.tenant].Milliseconds())
+	}
+}
+
+func (sm *sim) share(tenant string) float64 {
+	var total time.Duration
+	for _, c := range sm.cpu {
+		total += c
+	}
+	return float64(sm.cpu[tenant]) / float64(total)
+}
+
+// TestSharesFollowWeightsInCPU: two tenants flooding get the fleet's CPU in proportion to their
+// weights, whatever their jobs cost: CPU time is what is shared, not job counts.
+func TestSharesFollowWeightsInCPU(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		weights map[string]float64
+		cost    map[string]time.Duration
+		wantA   float64
+	}{
+		{"equal weights, equal costs", map[string]float64{"a": 1, "b": 1}, map[string]time.Duration{"a": 40 * time.Millisecond, "b": 40 * time.Millisecond}, 0.5},
+		{"equal weights, a's jobs 3x as costly", map[string]float64{"a": 1, "b": 1}, map[string]time.Duration{"a": 120 * time.Millisecond, "b": 40 * time.Millisecond}, 0.5},
+		{"weights 2:1, a's jobs 2x as costly", map[string]float64{"a": 2, "b": 1}, map[string]time.Duration{"a": 80 * time.Millisecond, "b": 40 * time.Millisecond}, 2.0 / 3},
+		{"weights 1:3", map[string]float64{"a": 1, "b": 3}, map[string]time.Duration{"a": 50 * time.Millisecond, "b": 50 * time.Millisecond}, 0.25},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sm := newSim(t, tc.weights, tc.cost)
+			sm.s.Add(pair("a"), nil)
+			sm.s.Add(pair("b"), nil)
+			sm.run(2, 10*time.Second) // warm up: the estimates learn the costs
+			clear(sm.cpu)
+			sm.run(2, time.Minute)
+			if got := sm.share("a"); math.Abs(got-tc.wantA)/tc.wantA > 0.05 {
+				t.Errorf("a's CPU share over a minute = %.3f, want %.3f within 5%%", got, tc.wantA)
+			}
+		})
+	}
+}
+
+// TestNewTenantIsServedAtOnce: a tenant whose first job comes while another floods is picked
+// within the next picks, not after the other's backlog.
+func TestNewTenantIsServedAtOnce(t *testing.T) {
+	sm := newSim(t, nil, map[string]time.Duration{"a": 30 * time.Millisecond, "b": 30 * time.Millisecond})
+	sm.s.Add(pair("a"), nil)
+	sm.run(2, time.Minute)
+	before := len(sm.picks)
+	sm.s.Add(pair("b"), nil)
+	sm.run(2, time.Second)
+	for i, p := range sm.picks[before:] {
+		if p == "b" {
+			if i > 1 {
+				t.Errorf("b picked at the %d-th pick after it came, want within 2", i+1)
+			}
+			return
+		}
+	}
+	t.Errorf("b not picked in %d picks after it came", len(sm.picks)-before)
+}
+
+// TestIdleBanksNoCredit: a tenant that was idle while another ran alone does not take the fleet
+// over when it comes back: it starts level with the one that ran.
+func TestIdleBanksNoCredit(t *testing.T) {
+	sm := newSim(t, nil, map[string]time.Duration{"a": 30 * time.Millisecond, "b": 30 * time.Millisecond})
+	ctx := context.Background()
+	sm.s.Add(pair("a"), nil)
+	sm.s.Add(pair("b"), nil)
+	// b's consumer turns out empty: it is idle while a floods for a minute.
+	for {
+		g, err := sm.s.Pick(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g.Pair.Tenant == "b" {
+			g.Fetched(ctx, 0)
+			break
+		}
+		g.Fetched(ctx, 1)[0].Done(ctx, 30)
+		sm.s.Arrived(g.Pair)
+	}
+	sm.run(2, time.Minute)
+	sm.s.Arrived(pair("b"))
+	before := len(sm.picks)
+	sm.run(2, 3*time.Second)
+	n := map[string]int{}
+	for _, p := range sm.picks[before:] {
+		n[p]++
+	}
+	if got := float64(n["b"]) / float64(n["a"]+n["b"]); got > 0.6 || got < 0.4 {
+		t.Errorf("after coming back b took %.2f of the picks (%v), want about half", got, n)
+	}
+}
+
+// TestPickWaitsForAnArrival: with nothing active, a pick waits until a job is announced.
+func TestPickWaitsForAnArrival(t *testing.T) {
+	s := fairshare.New(fairshare.Options{})
+	ctx := context.Background()
+	s.Add(pair("a"), nil)
+	g, err := s.Pick(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Fetched(ctx, 0) // empty: a goes idle
+	picked := make(chan queue.Pair)
+	go func() {
+		g, err := s.Pick(ctx, 1)
+		if err == nil {
+			picked <- g.Pair
+		}
+		close(picked)
+	}()
+	select {
+	case p := <-picked:
+		t.Fatalf("Pick() = %v with every consumer idle, want it to wait", p)
+	case <-time.After(50 * time.Millisecond):
+	}
+	s.Arrived(pair("a"))
+	p, ok := <-picked
+	if p != pair("a") {
+		t.Fatalf("Pick() after the arrival = %v, %v; want a", p, ok)
+	}
+	// a is active still (nothing fetched says otherwise): drain it idle again.
+	g, err = s.Pick(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Fetched(ctx, 0)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := s.Pick(cctx, 1); err == nil {
+		t.Error("Pick() on an ended context with nothing active returned no error")
+	}
+}
