@@ -130,7 +130,7 @@ func TestTenantCommands(t *testing.T) {
 
 // TestTenantBoundUser: a NATS user configured with the lines docs/protocol.md gives ("A NATS user
 // bound to its tenant"), read from there, submits as acme, is refused with exit 75 past acme's
-// max_queued, and is refused by the server when it publishes a job as another tenant: nothing
+// max_queued (unless --no-queue-check), and is refused by the server when it publishes a job as another tenant: nothing
 // is stored.
 func TestTenantBoundUser(t *testing.T) {
 	conf := docConfig(t)
@@ -161,6 +161,9 @@ func TestTenantBoundUser(t *testing.T) {
 	full := submitAt(acmeURL, job1...)
 	if full.code != exitQueueFull || full.stdout != "" || strings.Count(full.stderr, "\n") != 1 || !strings.Contains(full.stderr, "max_queued is 2") {
 		t.Errorf("submit as acme past max_queued = %d %q %q, want 75 and one line", full.code, full.stdout, full.stderr)
+	}
+	if got := submitAt(acmeURL, append(job1, "--no-queue-check")...); got.code != 0 {
+		t.Errorf("submit --no-queue-check as acme past max_queued = %d %q, want it stored", got.code, got.stderr)
 	}
 
 	violations := make(chan error, 10)
@@ -198,8 +201,8 @@ func TestTenantBoundUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info, err := stream.Info(t.Context()); err != nil || info.State.Msgs != 2 {
-		t.Errorf("jobs stored = %+v, %v; want acme's 2 only", info.State, err)
+	if info, err := stream.Info(t.Context()); err != nil || info.State.Msgs != 3 {
+		t.Errorf("jobs stored = %+v, %v; want acme's 3 only", info.State, err)
 	}
 }
 
