@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,6 +22,16 @@ type Options struct {
 	// it per job); default job.DefaultTenant. A NATS user may be allowed to publish under one only.
 	Tenant string
 
+	// SkipQueueCheck turns off Submit's check of the tenant's max_queued ([ErrQueueFull]). A NATS
+	// user that may not read its tenant's entry of the tenants bucket nor list the jobs stream's
+	// consumers (docs/protocol.md, "Permissions of a publisher") sets it: its check would wait
+	// for a refused request to time out (1 s, once a minute) before letting the job through.
+	SkipQueueCheck bool
+	// QueueCheckTTL is how long the client trusts its copy of a tenant's max_queued and queued
+	// count; default DefaultQueueCheckTTL (1 s). Longer is cheaper and lets several publishers
+	// pass max_queued by more.
+	QueueCheckTTL time.Duration
+
 	// JetStream, when set, is used instead of one made on the connection: a JetStream domain or
 	// API prefix is configured there (jetstream.NewWithDomain). NewClient's nc may then be nil.
 	JetStream jetstream.JetStream
@@ -31,6 +42,10 @@ type Client struct {
 	js       jetstream.JetStream
 	subjects job.Subjects
 	tenant   string
+
+	skipQueueCheck bool
+	queueCheckTTL  time.Duration
+	checks         queueChecks
 }
 
 // NewClient returns a client on nc. It never creates or changes a stream, so that a publisher
@@ -56,7 +71,9 @@ func NewClient(ctx context.Context, nc *nats.Conn, o Options) (*Client, error) {
 			return nil, fmt.Errorf("jetstream: %w", err)
 		}
 	}
-	return &Client{js: js, subjects: s, tenant: tenant}, nil
+	c := &Client{js: js, subjects: s, tenant: tenant}
+	c.queueCheckOptions(o)
+	return c, nil
 }
 
 // Subjects are the names this client publishes to and reads from.
@@ -112,7 +129,9 @@ type Submitted struct {
 // The id it used is in its result whatever happens, and every error is a *[JobError] carrying it:
 // a publish whose ack was lost may have stored the job, which the caller can then find or cancel.
 // An id already stored on the same queue and tenant is reported as Duplicate, not as an error,
-// for as long as the jobs stream keeps it; a full jobs stream is [ErrStreamFull].
+// for as long as the jobs stream keeps it; a full jobs stream is [ErrStreamFull]. A tenant whose
+// policy's max_queued is reached is refused with [ErrQueueFull] before anything is published (an
+// advisory check: see there).
 func (c *Client) Submit(ctx context.Context, queue string, req job.Request, o *SubmitOptions) (Submitted, error) {
 	if req.ID == "" {
 		req.ID = job.NewID()
@@ -169,7 +188,14 @@ func (c *Client) SubmitRaw(ctx context.Context, queue, id string, body []byte, o
 				Detail: fmt.Sprintf("body is %d bytes, the NATS server's max_payload %d", len(body), max)}}
 		}
 	}
+	release, err := c.reserveQueued(ctx, tenant)
+	if err != nil {
+		return sub, &JobError{ID: id, Err: err}
+	}
 	ack, err := c.js.PublishMsg(ctx, msg)
+	if err != nil || ack.Duplicate {
+		release() // nothing new queued; an ack lost with the job stored is counted at the next read
+	}
 	switch {
 	case err == nil:
 		sub.Sequence, sub.Duplicate = ack.Sequence, ack.Duplicate

@@ -30,6 +30,7 @@ var version = "dev"
 // Exit codes besides the program's own.
 const (
 	exitTimedOut    = 124
+	exitQueueFull   = 75  // EX_TEMPFAIL: the tenant's max_queued is reached, nothing was stored
 	exitOther       = 125 // rejected, error, expired, cancelled, unknown, or submit's own failure
 	exitInterrupted = 130 // 128 + SIGINT: Ctrl-C, SIGTERM, SIGHUP or a closed standard output
 )
@@ -41,6 +42,8 @@ const usage = `usage: submit [flags] [FILE|-] [-- ARGS...]
        submit jobs [--status S] [--queue Q] [--tenant T] [--since D] [--until D] [--limit N] [--json]
        submit show ID
        submit redrive ID [--may-have-run] | submit redrive --status S [filters] [--dry-run] [--rate N]
+       submit tenant set NAME [--max-queued N] [--max-running N] [--weight W]
+       submit tenant key add NAME | submit tenant show [NAME] [--json]
        submit workers
        submit bench [--jobs N] [--concurrency C] [--lang L] [--code CODE]
 Each subcommand answers --help with its own flags.
@@ -48,7 +51,8 @@ Each subcommand answers --help with its own flags.
 Sends one job to a runfleet fleet and, by default, waits for it: the program's stdout and stderr
 arrive on submit's own as the worker stores them, and submit exits with the program's exit code
 (124 when it timed out; 125 when it was rejected, cancelled, expired, or ended in error or
-unknown, with one line on stderr saying which and why; 130 when interrupted).
+unknown, with one line on stderr saying which and why; 130 when interrupted; 75 when the
+tenant's max_queued is reached and nothing was stored).
 
 Flags go anywhere on the line; what follows -- is the program's arguments (sys.argv[1:],
 process.argv.slice(2)). When submit's standard input is a pipe or a file, it becomes the job's
@@ -86,7 +90,7 @@ type options struct {
 	lang, code, preload, stdin, stdinFile, id, timeout, deadline string
 	outputBytes, memory, pids                                    string
 	env, files, labels                                           cli.List
-	noWait, json, events                                         bool
+	noWait, json, events, noQueueCheck                           bool
 }
 
 // mode is how a followed job reaches standard output.
@@ -126,6 +130,7 @@ func runFlags(o *options, stdout io.Writer) *flag.FlagSet {
 	commonFlags(fs, o)
 	jobFlags(fs, o)
 	fs.BoolVar(&o.noWait, "no-wait", false, "print the job id and exit 0 once the job is stored")
+	fs.BoolVar(&o.noQueueCheck, "no-queue-check", false, "skip the check of the tenant's max_queued (for a NATS user not allowed to read it)")
 	outputFlags(fs, o)
 	return fs
 }
@@ -174,6 +179,8 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 			return showCommand(args[1:], getenv, stdout, stderr)
 		case "redrive":
 			return redriveCommand(sigs, args[1:], getenv, stdout, stderr)
+		case "tenant":
+			return tenantCommand(args[1:], getenv, stdout, stderr)
 		}
 	}
 	var o options
@@ -206,7 +213,17 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stdin
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	sub, err := c.Submit(ctx, o.queue, req, nil)
 	cancel()
-	if err != nil {
+	var full *runfleet.QueueFullError
+	switch {
+	case errors.As(err, &full):
+		fmt.Fprintf(stderr, "submit: tenant %s has %d jobs queued, its max_queued is %d: nothing was stored; retry later\n", full.Tenant, full.Queued, full.MaxQueued)
+		return exitQueueFull
+	case err != nil:
+		// A publish the server refused for the user's permissions is a timeout to the
+		// client; the server said why on the connection.
+		if last := nc.LastError(); errors.Is(last, nats.ErrPermissionViolation) {
+			err = fmt.Errorf("%w (the NATS server said: %v)", err, last)
+		}
 		return fail(stderr, err)
 	}
 	if sub.Duplicate {
@@ -260,7 +277,7 @@ func connect(o options, stderr io.Writer) (*runfleet.Client, *nats.Conn, error) 
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.prefix, Tenant: o.tenant})
+	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: o.prefix, Tenant: o.tenant, SkipQueueCheck: o.noQueueCheck})
 	if err == nil && o.ensureStreams {
 		err = ensureStreams(ctx, nc, c)
 	}

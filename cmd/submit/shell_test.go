@@ -235,7 +235,7 @@ func TestClosedStdout(t *testing.T) {
 // on any error; `workers` exits 1 when none answered; bench's default code fits --lang.
 func TestSubcommandConventions(t *testing.T) {
 	needWorker(t)
-	for _, sub := range []string{"", "watch", "cancel", "artifacts", "workers", "bench"} {
+	for _, sub := range []string{"", "watch", "cancel", "artifacts", "workers", "bench", "tenant set", "tenant key add", "tenant show"} {
 		t.Run("help "+cmpOr(sub, "submit"), func(t *testing.T) {
 			t.Parallel()
 			got := builtSubmit(t, "", nil, strings.Fields(sub+" --help")...)

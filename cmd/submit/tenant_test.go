@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/queue"
+	"github.com/runfleet/runfleet/internal/tenant"
+	"github.com/runfleet/runfleet/internal/testenv"
+	"github.com/runfleet/runfleet/job"
+)
+
+// fleetFor makes, on the server at url, the streams of the default prefix and, for each pair,
+// the tenant consumer a worker would make: nothing consumes them, so their jobs stay queued.
+func fleetFor(t *testing.T, nc *nats.Conn, pairs ...queue.Pair) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := job.NewSubjects("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runfleet.EnsureStreams(t.Context(), js, s, runfleet.StreamOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pairs {
+		if _, err := queue.TenantConsumer(t.Context(), js, s, p, 0, time.Time{}, queue.ConsumerOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return js
+}
+
+// TestTenantCommands: set changes only the bounds given, key add prints a key once and stores its
+// digest, show lists policies and tenants without one with their queued and running jobs, and
+// bad input is one line before anything is connected.
+func TestTenantCommands(t *testing.T) {
+	n := testenv.StartNATS(t)
+	fleetFor(t, n.Conn(), queue.Pair{Queue: "default", Tenant: "beta"}, queue.Pair{Queue: "batch", Tenant: "beta"})
+	for _, q := range []string{"default", "batch", "batch"} {
+		if got := submitAt(n.URL, "--no-wait", "--tenant", "beta", "--queue", q, "--lang", "python3", "--code", "print(1)"); got.code != 0 {
+			t.Fatalf("submit as beta = %d %q", got.code, got.stderr)
+		}
+	}
+
+	for _, args := range [][]string{
+		{"tenant", "set", "acme", "--max-queued", "10", "--weight", "2"},
+		{"tenant", "set", "acme", "--max-running", "3"}, // keeps max_queued and weight
+	} {
+		if got := submitAt(n.URL, args...); got.code != 0 || !strings.HasPrefix(got.stdout, "tenant acme: ") {
+			t.Fatalf("submit %q = %d %q %q", args, got.code, got.stdout, got.stderr)
+		}
+	}
+	added := submitAt(n.URL, "tenant", "key", "add", "acme")
+	key := strings.TrimSpace(added.stdout)
+	if added.code != 0 || !strings.HasPrefix(key, "rf_") || strings.Count(added.stdout, "\n") != 1 {
+		t.Fatalf("tenant key add = %d %q %q, want the key alone on stdout", added.code, added.stdout, added.stderr)
+	}
+	kv, err := jetstream.New(n.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket, err := kv.KeyValue(t.Context(), "RUNFLEET_TENANTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok, err := tenant.Get(t.Context(), bucket, "acme")
+	want := tenant.Policy{MaxQueued: 10, MaxRunning: 3, Weight: 2, APIKeysSHA256: []string{tenant.HashKey(key)}}
+	if err != nil || !ok || p.MaxQueued != want.MaxQueued || p.MaxRunning != want.MaxRunning || p.Weight != want.Weight ||
+		len(p.APIKeysSHA256) != 1 || p.APIKeysSHA256[0] != want.APIKeysSHA256[0] {
+		t.Errorf("stored policy of acme = %+v, %v, %v; want %+v", p, ok, err, want)
+	}
+
+	nd := submitAt(n.URL, "tenant", "show", "--json")
+	var rows []tenantRow
+	for line := range strings.Lines(nd.stdout) {
+		var r tenantRow
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		rows = append(rows, r)
+	}
+	if nd.code != 0 || len(rows) != 2 || rows[0].Tenant != "acme" || rows[1].Tenant != "beta" ||
+		rows[0].Policy == nil || *rows[0].Policy != (policyRow{MaxQueued: 10, MaxRunning: 3, Weight: 2, APIKeys: 1}) ||
+		rows[1].Policy != nil || rows[1].Queued != 3 || rows[1].Running != 0 {
+		t.Errorf("tenant show --json = %d %q %q, want acme's policy, then beta without one and 3 queued", nd.code, nd.stdout, nd.stderr)
+	}
+	table := submitAt(n.URL, "tenant", "show")
+	if lines := strings.Split(strings.TrimSpace(table.stdout), "\n"); table.code != 0 || len(lines) != 3 ||
+		!strings.HasPrefix(lines[0], "TENANT") || strings.Join(strings.Fields(lines[1]), " ") != "acme 10 3 2 1 0 0" ||
+		strings.Join(strings.Fields(lines[2]), " ") != "beta - - - - 3 0" {
+		t.Errorf("tenant show = %d %q %q, want a header, acme and beta", table.code, table.stdout, table.stderr)
+	}
+	for _, out := range []string{nd.stdout, table.stdout} {
+		if strings.Contains(out, tenant.HashKey(key)) || strings.Contains(out, key) {
+			t.Errorf("tenant show printed a key or its digest: %q", out)
+		}
+	}
+	one := submitAt(n.URL, "tenant", "show", "gamma", "--json")
+	if one.code != 0 || strings.TrimSpace(one.stdout) != `{"tenant":"gamma","policy":null,"queued":0,"running":0}` {
+		t.Errorf("tenant show gamma = %d %q %q, want its one empty row", one.code, one.stdout, one.stderr)
+	}
+
+	dead := "nats://127.0.0.1:1" // checked before anything is connected
+	for _, bad := range [][]string{
+		{"tenant"}, {"tenant", "bogus"}, {"tenant", "set"}, {"tenant", "set", "Bad Name"},
+		{"tenant", "set", "acme", "--max-queued", "-1"}, {"tenant", "set", "acme", "--max-running", "-2"},
+		{"tenant", "set", "acme", "--weight", "5000"}, {"tenant", "set", "acme", "--weight", "x"},
+		{"tenant", "key", "add"}, {"tenant", "key", "add", "a", "b"}, {"tenant", "show", "a", "b"}, {"tenant", "show", "a.b"},
+	} {
+		if got := submitAt(dead, bad...); got.code != exitOther || strings.Count(got.stderr, "\n") != 1 || strings.Contains(got.stderr, "unreachable") {
+			t.Errorf("submit %q = %d %q, want 125 and one line about the input", bad, got.code, got.stderr)
+		}
+	}
+}
+
+// TestTenantBoundUser: a NATS user configured with the lines docs/protocol.md gives ("A NATS user
+// bound to its tenant"), read from there, submits as acme, is refused with exit 75 past acme's
+// max_queued (unless --no-queue-check), and is refused by the server when it publishes a job as another tenant: nothing
+// is stored.
+func TestTenantBoundUser(t *testing.T) {
+	conf := docConfig(t)
+	n := testenv.StartNATSWith(t, func(o *server.Options) {
+		var parsed server.Options
+		if err := parsed.ProcessConfigString(conf); err != nil {
+			t.Fatalf("the configuration of docs/protocol.md: %v", err)
+		}
+		o.Users = parsed.Users
+	})
+	fleetURL, acmeURL := withUser(t, n.URL, "fleet", "fleet-pw"), withUser(t, n.URL, "acme", "acme-pw")
+	fc, err := nats.Connect(fleetURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	js := fleetFor(t, fc, queue.Pair{Queue: "default", Tenant: "acme"})
+	if got := submitAt(fleetURL, "tenant", "set", "acme", "--max-queued", "2"); got.code != 0 {
+		t.Fatalf("tenant set as the fleet = %d %q", got.code, got.stderr)
+	}
+
+	job1 := []string{"--no-wait", "--tenant", "acme", "--lang", "python3", "--code", "print(1)"}
+	for i := range 2 {
+		if got := submitAt(acmeURL, job1...); got.code != 0 || !job.ValidID(strings.TrimSpace(got.stdout)) {
+			t.Fatalf("submit %d as acme = %d %q %q, want its id", i+1, got.code, got.stdout, got.stderr)
+		}
+	}
+	full := submitAt(acmeURL, job1...)
+	if full.code != exitQueueFull || full.stdout != "" || strings.Count(full.stderr, "\n") != 1 || !strings.Contains(full.stderr, "max_queued is 2") {
+		t.Errorf("submit as acme past max_queued = %d %q %q, want 75 and one line", full.code, full.stdout, full.stderr)
+	}
+	if got := submitAt(acmeURL, append(job1, "--no-queue-check")...); got.code != 0 {
+		t.Errorf("submit --no-queue-check as acme past max_queued = %d %q, want it stored", got.code, got.stderr)
+	}
+
+	violations := make(chan error, 10)
+	nc, err := nats.Connect(acmeURL, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		select {
+		case violations <- err:
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	// The server's refusal is what is tested: the queue check would read other's entry, which
+	// acme may not, and report that first.
+	c, err := runfleet.NewClient(t.Context(), nc, runfleet.Options{Tenant: "acme", SkipQueueCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	other, err := c.Submit(ctx, "", job.Request{Language: "python3", Code: "print(1)"}, &runfleet.SubmitOptions{Tenant: "other"})
+	if err == nil {
+		t.Errorf("Submit() as tenant other = %+v, want the server to refuse it", other)
+	}
+	select {
+	case v := <-violations:
+		if !errors.Is(v, nats.ErrPermissionViolation) || !strings.Contains(v.Error(), "runfleet.jobs.default.other.") {
+			t.Errorf("the server reported %v, want a permissions violation for the job's subject", v)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the server reported no permissions violation for tenant other")
+	}
+	stream, err := js.Stream(t.Context(), "RUNFLEET_JOBS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := stream.Info(t.Context()); err != nil || info.State.Msgs != 3 {
+		t.Errorf("jobs stored = %+v, %v; want acme's 3 only", info.State, err)
+	}
+}
+
+// docConfig returns the nats-server configuration docs/protocol.md gives for a user bound to
+// tenant acme.
+func docConfig(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/protocol.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)### A NATS user bound to its tenant\n.*?```conf\n(.*?)```").FindSubmatch(doc)
+	if m == nil {
+		t.Fatal("docs/protocol.md has no ```conf block under \"A NATS user bound to its tenant\"")
+	}
+	return string(m[1])
+}
+
+// withUser returns raw, a nats:// URL, with user and password.
+func withUser(t *testing.T, raw, user, password string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String()
+}
