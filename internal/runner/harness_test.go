@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/fairshare"
 	"github.com/runfleet/runfleet/internal/lease"
 	"github.com/runfleet/runfleet/internal/pool"
 	"github.com/runfleet/runfleet/internal/profile"
@@ -89,6 +90,8 @@ type workerOpts struct {
 	sandbox     runner.SandboxOptions
 	settleWait  time.Duration // default 10 s
 	index       runner.Index
+	tenants     fairshare.Policies // default: every tenant weight 1, unlimited
+	running     bool               // keep max_running in the fleet's Redis
 }
 
 // startWorker runs a runner until the test ends.
@@ -133,10 +136,14 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	}
 	warm := pool.New(p, shapes, pool.Options{Size: o.warm, Logger: log, Observer: o.observer})
 	f.pool = warm
-	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{
+	var running *fairshare.Running
+	if o.running {
+		running = fairshare.NewRunning(f.redis.Client(), "runfleet", cmpOr(o.id, "w1"), leases.TTL())
+	}
+	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{Running: running,
 		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
 		Profiles: profiles, SettleWait: cmp.Or(o.settleWait, 10*time.Second), MaxFailures: 3, Sandboxes: warm,
-		Logger: log, Sandbox: o.sandbox, Index: o.index,
+		Logger: log, Sandbox: o.sandbox, Index: o.index, Tenants: o.tenants,
 	})
 	claimCtx, stop := context.WithCancel(context.Background())
 	runCtx, kill := context.WithCancelCause(context.Background())
@@ -208,7 +215,13 @@ type result struct {
 
 func (f *fleet) submit(req job.Request) string {
 	f.t.Helper()
-	sub, err := f.client.Submit(f.t.Context(), "", req, nil)
+	return f.submitAs("", req)
+}
+
+// submitAs submits req under tenant ("": the client's, default).
+func (f *fleet) submitAs(tenant string, req job.Request) string {
+	f.t.Helper()
+	sub, err := f.client.Submit(f.t.Context(), "", req, &runfleet.SubmitOptions{Tenant: tenant})
 	if err != nil {
 		f.t.Fatalf("Submit() error = %v", err)
 	}
