@@ -195,7 +195,11 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	if r.o.Running != nil {
 		loops.Go(func() { r.o.Running.Keep(runCtx, r.log) })
 	}
-	loops.Go(func() { r.claimLoop(claimCtx, runCtx, sched, slots, &jobs) })
+	// Several claim loops, so that fetches from several tenants' consumers are in flight at once:
+	// with many tenants a fetch often brings one job, and one loop would make them one at a time.
+	for range min(r.o.Concurrency, claimLoops) {
+		loops.Go(func() { r.claimLoop(claimCtx, runCtx, sched, slots, &jobs) })
+	}
 	r.consuming.Store(true)
 	stopReady := context.AfterFunc(claimCtx, func() { r.consuming.Store(false) })
 	defer stopReady()
@@ -264,6 +268,9 @@ func fetch(src *queue.Source, n int) ([]jetstream.Msg, error) {
 	}
 	return msgs, batch.Error()
 }
+
+// claimLoops bounds the fetches a worker has in flight at once.
+const claimLoops = 4
 
 // maxBatch bounds the jobs one fetch brings.
 const maxBatch = 32

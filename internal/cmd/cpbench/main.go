@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -68,7 +69,7 @@ const clockTick = 10 * time.Millisecond
 type benchConfig struct {
 	jobs, latencyJobs, inflight, concurrency int
 	cpuProfile, appendfsync, dir             string
-	stdout                                   int
+	stdout, tenants                          int
 }
 
 func bench(ctx context.Context, args []string, out io.Writer) error {
@@ -81,6 +82,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	fs.IntVar(&c.stdout, "stdout", 0, "bytes each job prints (0: none, like `pass`)")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the worker's CPU profile of the throughput run to this file")
 	fs.StringVar(&c.appendfsync, "appendfsync", "everysec", "redis-server's AOF appendfsync (everysec, always), or no for no AOF")
+	fs.IntVar(&c.tenants, "tenants", 1, "tenants the jobs are spread over, in turn (1: all the default tenant's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -107,7 +109,8 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{})
+	// The publisher's own max_queued check is not what is measured here (no policy is set).
+	client, err := runfleet.NewClient(ctx, nc, runfleet.Options{SkipQueueCheck: true})
 	if err != nil {
 		return err
 	}
@@ -131,13 +134,14 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("worker did not start: %q %w", line, err)
 	}
 
-	s, err := newSettled(nc, client.Subjects())
+	s, err := newSettled(nc, client.Subjects(), c.tenants)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	// A short warm-up: connections, consumers and Redis scripts loaded before anything counts.
-	if _, err := s.run(ctx, client, 50, 8); err != nil {
+	// A short warm-up: connections, consumers (one per tenant) and Redis scripts made before
+	// anything counts.
+	if _, err := s.run(ctx, client, max(50, c.tenants), 8); err != nil {
 		return err
 	}
 	lat, err := s.run(ctx, client, c.latencyJobs, 1)
@@ -160,7 +164,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 
-	fmt.Fprintf(out, "control plane alone: one worker (nop provider, %d slots), nats-server and redis-server (appendfsync %s)\n", c.concurrency, c.appendfsync)
+	fmt.Fprintf(out, "control plane alone: one worker (nop provider, %d slots), nats-server and redis-server (appendfsync %s), jobs of %d tenant(s)\n", c.concurrency, c.appendfsync, c.tenants)
 	fmt.Fprintf(out, "latency run, one job at a time, %d jobs: p50 %s, p99 %s\n", len(lat), pct(lat, 50), pct(lat, 99))
 	fmt.Fprintf(out, "throughput run, %d jobs, %d in flight: %.0f jobs/s, p50 %s, p99 %s\n", len(thr), c.inflight,
 		float64(len(thr))/elapsed.Seconds(), pct(thr, 50), pct(thr, 99))
@@ -169,7 +173,28 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 		d := after[i] - before[i]
 		fmt.Fprintf(out, "  %-20s %7.1f µs\n", p.name, float64(d.Microseconds())/float64(len(thr)))
 	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if st, err := js.Stream(ctx, client.Subjects().JobsStream()); err == nil {
+		fmt.Fprintf(out, "jobs stream consumers: %d; worker resident memory: %s\n", st.CachedInfo().State.Consumers, rss(w.Process.Pid))
+	}
 	return nil
+}
+
+// rss reads a process's resident set size from /proc/PID/status.
+func rss(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return "?"
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "?"
 }
 
 type proc struct {
@@ -211,12 +236,14 @@ func pct(d []time.Duration, p int) time.Duration {
 type settled struct {
 	sub      *nats.Subscription
 	subjects job.Subjects
+	tenants  int
+	turn     atomic.Uint64 // the next job's tenant, in turn
 	mu       sync.Mutex
 	waiting  map[string]chan time.Time
 }
 
-func newSettled(nc *nats.Conn, subjects job.Subjects) (*settled, error) {
-	s := &settled{subjects: subjects, waiting: map[string]chan time.Time{}}
+func newSettled(nc *nats.Conn, subjects job.Subjects, tenants int) (*settled, error) {
+	s := &settled{subjects: subjects, tenants: max(tenants, 1), waiting: map[string]chan time.Time{}}
 	sub, err := nc.Subscribe(subjects.AllResults(), func(m *nats.Msg) {
 		at := time.Now()
 		rest, ok := strings.CutPrefix(m.Subject, subjects.Prefix()+".results.")
@@ -262,7 +289,11 @@ func (s *settled) run(ctx context.Context, c *runfleet.Client, n, inflight int) 
 				s.waiting[id] = ch
 				s.mu.Unlock()
 				start := time.Now()
-				if _, err := c.SubmitRaw(ctx, "", id, body, nil); err != nil {
+				var o *runfleet.SubmitOptions
+				if s.tenants > 1 {
+					o = &runfleet.SubmitOptions{Tenant: "t" + strconv.FormatUint(s.turn.Add(1)%uint64(s.tenants), 10)}
+				}
+				if _, err := c.SubmitRaw(ctx, "", id, body, o); err != nil {
 					errs <- err
 					return
 				}
