@@ -129,6 +129,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer nc.Close()
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
+	// The tenants' keys and bounds follow the bucket until the gateway stops; New makes the
+	// streams first, whose errors say more than the bucket's.
+	tenants := &tenant.Policies{}
+	g, err := gateway.New(startCtx, nc, gateway.Options{Tenants: tenants, APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
+		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout, MaxOutput: int64(c.maxOutput),
+		CancelOnDisconnect: cancelOnDisconnect,
+		BodyTimeout:        c.bodyTimeout, WriteTimeout: c.writeTimeout, SigningKey: []byte(c.signingKey), SignedURLTTL: c.signedURLTTL,
+		Dependencies: deps, Logger: log, DisableUI: !c.ui})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
 	subjects, err := job.NewSubjects(c.prefix)
 	if err != nil {
 		return err
@@ -141,8 +153,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if err != nil {
 		return err
 	}
-	// The tenants' keys and bounds follow the bucket until the gateway stops.
-	tenants := &tenant.Policies{}
 	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
 	var follow sync.WaitGroup
 	follow.Go(func() { _ = tenants.Follow(followCtx, kv, log) })
@@ -153,15 +163,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case <-startCtx.Done():
 		return fmt.Errorf("read bucket %s: %w", subjects.TenantsBucket(), startCtx.Err())
 	}
-	g, err := gateway.New(startCtx, nc, gateway.Options{Tenants: tenants, APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
-		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout, MaxOutput: int64(c.maxOutput),
-		CancelOnDisconnect: cancelOnDisconnect,
-		BodyTimeout:        c.bodyTimeout, WriteTimeout: c.writeTimeout, SigningKey: []byte(c.signingKey), SignedURLTTL: c.signedURLTTL,
-		Dependencies: deps, Logger: log, DisableUI: !c.ui})
-	if err != nil {
-		return err
-	}
-	defer g.Close()
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.listen, err)

@@ -177,12 +177,14 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if c, ok := g.identify(requestKey(r)); ok {
-			next.ServeHTTP(w, withCaller(r, c))
+			setCaller(r, c)
+			next.ServeHTTP(w, r)
 			return
 		}
 		if g.signedEvents(r) {
 			// The gateway signed the URL for a caller that could see the job.
-			next.ServeHTTP(w, withCaller(r, caller{anyTenant: true}))
+			setCaller(r, caller{anyTenant: true})
+			next.ServeHTTP(w, r)
 			return
 		}
 		w.Header().Set("WWW-Authenticate", `Bearer realm="runfleet"`)

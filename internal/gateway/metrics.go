@@ -92,9 +92,12 @@ func (m *Metrics) instrument(log *slog.Logger, writeTimeout time.Duration, next 
 	})
 }
 
-// requestInfo is what a handler tells the request log: the job it stored or followed.
+// requestInfo is what a handler tells the request log (the job it stored or followed), and who
+// the request acts for, set by authenticate in place so that the request the mux fills with its
+// pattern stays the one instrument logs.
 type requestInfo struct {
-	jobID string
+	jobID  string
+	caller caller
 }
 
 type requestInfoKey struct{}

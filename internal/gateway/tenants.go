@@ -29,15 +29,28 @@ type caller struct {
 
 type callerKey struct{}
 
+// withCaller is r acting for c, for a request that does not pass authenticate (the web view's).
 func withCaller(r *http.Request, c caller) *http.Request {
 	return r.WithContext(context.WithValue(r.Context(), callerKey{}, c))
+}
+
+// setCaller records that r acts for c.
+func setCaller(r *http.Request, c caller) {
+	if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok {
+		info.caller = c
+	}
 }
 
 // callerOf is who r acts for; a request that did not pass authenticate acts for no tenant and
 // sees no job.
 func callerOf(r *http.Request) caller {
-	c, _ := r.Context().Value(callerKey{}).(caller)
-	return c
+	if c, ok := r.Context().Value(callerKey{}).(caller); ok {
+		return c
+	}
+	if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok {
+		return info.caller
+	}
+	return caller{}
 }
 
 // submitTenant is the tenant a submit of r files its job under: the key's own, or for the

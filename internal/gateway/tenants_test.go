@@ -282,6 +282,14 @@ func TestTenantQueueFull(t *testing.T) {
 		return err == nil && l["small"].Queued == 3
 	})
 	full("counted by the server")
+	// The web view's tenants page shows the same count.
+	c := f.browser()
+	if resp := postForm(t, c, f.srv.URL+"/ui/login", url.Values{"key": {apiKey}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("web view login = %d", resp.StatusCode)
+	}
+	if code, page := get(t, c, f.srv.URL+"/ui/tenants"); code != http.StatusOK || !strings.Contains(page, ">small</a></td><td><code>{&#34;api_keys_sha256&#34;:&#34;1 keys&#34;,&#34;max_queued&#34;:3}</code></td><td>3</td><td>0</td>") {
+		t.Errorf("web view tenants page = %d, want small's policy, 3 queued and 0 running:\n%s", code, page)
+	}
 	// Another tenant, and one without a policy, go on.
 	f.submitAs(apiKey, "?tenant=other-one", body)
 	f.submitAs(apiKey, "", body)
