@@ -13,9 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/cli"
 	"github.com/runfleet/runfleet/internal/gateway"
+	"github.com/runfleet/runfleet/internal/tenant"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -126,7 +129,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	defer nc.Close()
 	startCtx, cancelStart := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStart()
-	g, err := gateway.New(startCtx, nc, gateway.Options{APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
+	// The tenants' keys and bounds follow the bucket until the gateway stops; New makes the
+	// streams first, whose errors say more than the bucket's.
+	tenants := &tenant.Policies{}
+	g, err := gateway.New(startCtx, nc, gateway.Options{Tenants: tenants, APIKey: c.apiKey, Prefix: c.prefix, Queue: c.queue,
 		Streams: runfleet.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout, MaxOutput: int64(c.maxOutput),
 		CancelOnDisconnect: cancelOnDisconnect,
 		BodyTimeout:        c.bodyTimeout, WriteTimeout: c.writeTimeout, SigningKey: []byte(c.signingKey), SignedURLTTL: c.signedURLTTL,
@@ -135,6 +141,28 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer g.Close()
+	subjects, err := job.NewSubjects(c.prefix)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	kv, err := tenant.EnsureBucket(startCtx, js, subjects, c.streamReplicas)
+	if err != nil {
+		return err
+	}
+	followCtx, stopFollow := context.WithCancel(context.WithoutCancel(ctx))
+	var follow sync.WaitGroup
+	follow.Go(func() { _ = tenants.Follow(followCtx, kv, log) })
+	defer follow.Wait()
+	defer stopFollow()
+	select {
+	case <-tenants.Loaded():
+	case <-startCtx.Done():
+		return fmt.Errorf("read bucket %s: %w", subjects.TenantsBucket(), startCtx.Err())
+	}
 	ln, err := net.Listen("tcp", c.listen)
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", c.listen, err)

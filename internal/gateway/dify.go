@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -105,6 +106,15 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		sandboxFail(w, http.StatusBadRequest, -400, "unsupported language")
 		return
 	}
+	tenant, err := submitTenant(r)
+	if errors.Is(err, errOtherTenant) {
+		sandboxFail(w, http.StatusForbidden, -403, err.Error())
+		return
+	}
+	if err != nil {
+		sandboxFail(w, http.StatusBadRequest, -400, err.Error())
+		return
+	}
 	jr := job.Request{ID: uuid.NewString(), Language: req.Language, Code: req.Code, Preload: req.Preload,
 		Limits: job.Limits{Timeout: g.o.RunTimeout, OutputBytes: g.o.MaxOutput}}
 	setJobID(r, jr.ID)
@@ -117,16 +127,31 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		sandboxFail(w, http.StatusBadRequest, -400, fmt.Sprintf("%s: the request is %d bytes as stored, at most %d", job.ReasonPayloadTooLarge, len(enc), g.policy.MaxBodyBytes))
 		return
 	}
+	unreserve, err := g.reserve(r.Context(), tenant)
+	if err != nil {
+		// dify-sandbox has no such bound; its envelope, and the native 429's words.
+		g.refused(tenant, err)
+		w.Header().Set("Retry-After", strconv.Itoa(queueFullRetry))
+		sandboxFail(w, http.StatusTooManyRequests, -429, "tenant_queue_full: "+err.Error())
+		return
+	}
 	release, err := g.admit()
 	if err != nil {
+		unreserve()
+		g.refused(tenant, err)
 		sandboxRefuse(w, err)
 		return
 	}
 	defer release()
+	var sub runfleet.Submitted
 	err = g.store(context.WithoutCancel(r.Context()), func(ctx context.Context) error {
-		_, err := g.client.Submit(ctx, g.o.Queue, jr, nil)
+		var err error
+		sub, err = g.client.Submit(ctx, g.o.Queue, jr, &runfleet.SubmitOptions{Tenant: tenant})
 		return err
 	})
+	if err != nil || sub.Duplicate {
+		unreserve()
+	}
 	switch {
 	case errors.As(err, &rej):
 		sandboxFail(w, http.StatusBadRequest, -400, rej.Error())
@@ -140,7 +165,7 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		sandboxRefuse(w, errors.New("the fleet did not store the request"))
 		return
 	}
-	g.metrics.jobs.WithLabelValues("dify").Inc()
+	g.submitted("dify", tenant)
 	var stdout, stderr bytes.Buffer // output_bytes bounds them
 	cancelOnDisconnect := g.o.CancelOnDisconnect == nil || *g.o.CancelOnDisconnect
 	st, err := g.wait(r, jr.ID, cancelOnDisconnect, func(p runfleet.Page) error {

@@ -22,6 +22,11 @@
 //     write of an answer must finish within WriteTimeout.
 //   - Every route but /healthz, /readyz and /health needs the API key, compared in constant time.
 //     /health is dify-sandbox's public probe; the two others are the orchestrator's.
+//   - Tenants (tenants.go): a key listed in a tenant's policy acts for that tenant and reaches its
+//     jobs only; another tenant's job is answered as an unknown one. The operator's key acts for
+//     default, names any tenant with ?tenant=, and reaches every job. A submit past its tenant's
+//     max_queued is 429 with nothing stored, counted from one snapshot of the tenant consumers
+//     shared by every request and read at most every 250 ms.
 //   - The gateway validates a native request as the protocol does, with no ranges of its own: a
 //     limit is checked for shape and sign here, and against the fleet's maxima by the worker, which
 //     settles it rejected. enable_network is accepted and never grants a network (G6).

@@ -33,7 +33,7 @@ type pageEvent struct {
 // Last-Event-ID resumes after it, on any gateway.
 func (g *Gateway) events(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
-	if !ok {
+	if !ok || !g.owned(w, r, id) {
 		return
 	}
 	var after uint64

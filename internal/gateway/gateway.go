@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet"
+	"github.com/runfleet/runfleet/internal/tenant"
 	"github.com/runfleet/runfleet/internal/webui"
 	"github.com/runfleet/runfleet/job"
 )
@@ -55,6 +56,10 @@ type Options struct {
 	Dependencies       map[string][]Dependency // per language, what /v1/sandbox/dependencies lists
 	Logger             *slog.Logger            // default: discard
 	DisableUI          bool                    // serve no web view at /ui/
+	// Tenants is the live view of the tenants bucket (tenant.Policies, which the caller follows):
+	// the keys that act for a tenant, and each tenant's max_queued. Nil knows no tenant: only the
+	// operator's key is accepted, and nothing is bounded.
+	Tenants *tenant.Policies
 }
 
 // Dependency is a package a profile ships, as dify-sandbox lists it.
@@ -77,6 +82,8 @@ type Gateway struct {
 	metrics    *Metrics
 	draining   atomic.Bool
 	admission  admission
+	tenants    *tenant.Policies
+	backlogs   backlogs
 	ui         *webui.UI // nil when disabled
 }
 
@@ -117,7 +124,10 @@ func New(ctx context.Context, nc *nats.Conn, o Options) (*Gateway, error) {
 	}
 	g := &Gateway{nc: nc, js: js, client: client, subjects: client.Subjects(), o: o,
 		policy: job.ProtocolPolicy(), key: sha256.Sum256([]byte(o.APIKey)),
-		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), metrics: NewMetrics()}
+		log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), metrics: NewMetrics(), tenants: o.Tenants}
+	if g.tenants == nil {
+		g.tenants = &tenant.Policies{}
+	}
 	g.admission.max = int64(o.MaxWaiting)
 	g.signingKey = signingKey
 	if !o.DisableUI {
@@ -153,7 +163,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", g.ready)
-	mux.Handle("GET /metrics", g.metrics.Handler())
+	mux.Handle("GET /metrics", g.operatorOnly(g.metrics.Handler()))
 	return g.metrics.instrument(g.log, g.o.WriteTimeout, g.withUI(g.authenticate(mux)))
 }
 
@@ -162,7 +172,18 @@ var public = map[string]bool{"/healthz": true, "/readyz": true, "/health": true}
 
 func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if public[r.URL.Path] || g.authorized(r) || g.signedEvents(r) {
+		if public[r.URL.Path] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if c, ok := g.identify(requestKey(r)); ok {
+			setCaller(r, c)
+			next.ServeHTTP(w, r)
+			return
+		}
+		if g.signedEvents(r) {
+			// The gateway signed the URL for a caller that could see the job.
+			setCaller(r, caller{anyTenant: true})
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -171,15 +192,30 @@ func (g *Gateway) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// authorized compares digests, so that the comparison takes the same time whatever the length
-// and content of the key sent.
-func (g *Gateway) authorized(r *http.Request) bool {
+// requestKey is the API key r sends, as X-Api-Key or Authorization: Bearer.
+func requestKey(r *http.Request) string {
 	key := r.Header.Get("X-Api-Key")
 	if auth := r.Header.Get("Authorization"); key == "" && len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ") {
 		key = auth[7:]
 	}
+	return key
+}
+
+// identify says who key is: the operator's key, or one a tenant's policy lists (read from the
+// live view, so that a key added or removed applies without a restart). It compares digests, so
+// that the comparison takes the same time whatever the length and content of the key sent.
+func (g *Gateway) identify(key string) (caller, bool) {
+	if key == "" {
+		return caller{}, false
+	}
 	sum := sha256.Sum256([]byte(key))
-	return key != "" && subtle.ConstantTimeCompare(sum[:], g.key[:]) == 1
+	if subtle.ConstantTimeCompare(sum[:], g.key[:]) == 1 {
+		return caller{tenant: job.DefaultTenant, operator: true, anyTenant: true}, true
+	}
+	if t, ok := g.tenants.ForKey(key); ok {
+		return caller{tenant: t}, true
+	}
+	return caller{}, false
 }
 
 func (g *Gateway) ready(w http.ResponseWriter, _ *http.Request) {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/internal/gateway"
+	"github.com/runfleet/runfleet/internal/tenant"
 	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
@@ -66,6 +68,8 @@ type fleet struct {
 	gw     *gateway.Gateway
 	srv    *httptest.Server
 	client *runfleet.Client
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue // the tenants bucket, which the gateway follows
 }
 
 func newFleet(t testing.TB, o gateway.Options) *fleet {
@@ -78,6 +82,23 @@ func newFleet(t testing.TB, o gateway.Options) *fleet {
 	}
 	o.APIKey, o.Prefix = apiKey, f.prefix
 	o.Logger = slog.New(slog.NewTextHandler(t.Output(), nil))
+	// The gateway follows the tenants bucket as cmd/gateway does.
+	if f.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	if f.kv, err = tenant.EnsureBucket(t.Context(), f.js, f.client.Subjects(), 1); err != nil {
+		t.Fatal(err)
+	}
+	o.Tenants = &tenant.Policies{}
+	ctx, stop := context.WithCancel(context.Background())
+	var follow sync.WaitGroup
+	follow.Go(func() { _ = o.Tenants.Follow(ctx, f.kv, o.Logger) })
+	t.Cleanup(func() { stop(); follow.Wait() })
+	select {
+	case <-o.Tenants.Loaded():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tenants bucket was not read within 10 s")
+	}
 	if f.gw, err = gateway.New(t.Context(), f.nats.Conn(), o); err != nil {
 		t.Fatal(err)
 	}

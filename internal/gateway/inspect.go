@@ -30,7 +30,7 @@ func (g *Gateway) jobOrInspect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, ok := pathID(w, r)
-	if !ok {
+	if !ok || !g.owned(w, r, id) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)

@@ -47,6 +47,11 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_queue", fmt.Sprintf("queue %q is not a valid queue name", clip(queue)))
 		return
 	}
+	tenant, err := submitTenant(r)
+	if err != nil {
+		writeTenantError(w, err)
+		return
+	}
 	body, err := g.readBody(w, r)
 	if err != nil {
 		writeReject(w, err)
@@ -58,28 +63,43 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setJobID(r, id)
+	unreserve, err := g.reserve(r.Context(), tenant)
+	if err != nil {
+		g.refused(tenant, err)
+		refuseFull(w, err)
+		return
+	}
 	// A waiting request takes its place before the job is stored: one the gateway could not
 	// follow is refused with nothing stored.
 	if wait {
 		release, err := g.admit()
 		if err != nil {
+			unreserve()
+			g.refused(tenant, err)
 			refuse(w, err)
 			return
 		}
 		defer release()
 	} else if !g.nc.IsConnected() {
+		unreserve()
+		g.refused(tenant, errDisconnected)
 		refuse(w, errDisconnected)
 		return
 	}
+	var sub runfleet.Submitted
 	err = g.store(context.WithoutCancel(r.Context()), func(ctx context.Context) error {
-		_, err := g.client.SubmitRaw(ctx, queue, id, body, nil)
+		var err error
+		sub, err = g.client.SubmitRaw(ctx, queue, id, body, &runfleet.SubmitOptions{Tenant: tenant})
 		return err
 	})
+	if err != nil || sub.Duplicate {
+		unreserve()
+	}
 	if err != nil {
 		g.storeFailed(w, id, err)
 		return
 	}
-	g.metrics.jobs.WithLabelValues("native").Inc()
+	g.submitted("native", tenant)
 	w.Header().Set("Location", "/v1/jobs/"+id)
 	if !wait {
 		writeJSON(w, http.StatusAccepted, accepted{JobID: id})
@@ -184,7 +204,7 @@ func watchFailure(err error) string {
 // settlement answers the settlement as stored, or 404 while there is none.
 func (g *Gateway) settlement(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
-	if !ok {
+	if !ok || !g.owned(w, r, id) {
 		return
 	}
 	raw, ok := g.stored(w, r.Context(), id)
@@ -220,7 +240,7 @@ func (g *Gateway) stored(w http.ResponseWriter, ctx context.Context, id string) 
 
 func (g *Gateway) cancel(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
-	if !ok {
+	if !ok || !g.owned(w, r, id) {
 		return
 	}
 	if !g.nc.IsConnected() {
@@ -255,7 +275,7 @@ func lookupFailure(id string, err error) errorBody {
 // artifact streams a file the settlement lists, from the fleet's object store bucket.
 func (g *Gateway) artifact(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
-	if !ok {
+	if !ok || !g.owned(w, r, id) {
 		return
 	}
 	path := r.PathValue("path")

@@ -19,6 +19,9 @@ func (g *Gateway) listJobs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_query", err.Error())
 		return
 	}
+	if c := callerOf(r); !c.anyTenant {
+		q.Tenant = c.tenant // a tenant's key lists its own jobs only, whatever it asks
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
 	defer cancel()
 	l, err := g.client.ListJobs(ctx, q)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -22,6 +23,9 @@ type Metrics struct {
 	waiting  prometheus.Gauge
 	nwaiting atomic.Int64 // the gauge's value, readable
 	jobs     *prometheus.CounterVec
+	// Per tenant, labelled "other" for a tenant without a policy of its own (bounded cardinality).
+	tenantJobs    *prometheus.CounterVec
+	tenantRefused *prometheus.CounterVec
 }
 
 // NewMetrics registers the collectors in a registry of their own.
@@ -39,8 +43,12 @@ func NewMetrics() *Metrics {
 			Help: "Requests holding a watch on a job: waiting for its settlement or following its events."}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_gateway_jobs_submitted_total",
 			Help: "Jobs stored through the gateway, by API (native or dify)."}, []string{"api"}),
+		tenantJobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_gateway_tenant_jobs_submitted_total",
+			Help: "Jobs stored through the gateway, by tenant (\"other\": tenants without a policy of their own)."}, []string{"tenant"}),
+		tenantRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_gateway_tenant_jobs_refused_total",
+			Help: "Submits refused before anything was stored, by tenant (\"other\" as above) and reason."}, []string{"tenant", "reason"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.waiting, m.jobs)
+	reg.MustRegister(m.requests, m.duration, m.waiting, m.jobs, m.tenantJobs, m.tenantRefused)
 	return m
 }
 
@@ -84,9 +92,12 @@ func (m *Metrics) instrument(log *slog.Logger, writeTimeout time.Duration, next 
 	})
 }
 
-// requestInfo is what a handler tells the request log: the job it stored or followed.
+// requestInfo is what a handler tells the request log (the job it stored or followed), and who
+// the request acts for, set by authenticate in place so that the request the mux fills with its
+// pattern stays the one instrument logs.
 type requestInfo struct {
-	jobID string
+	jobID  string
+	caller caller
 }
 
 type requestInfoKey struct{}
@@ -96,4 +107,19 @@ func setJobID(r *http.Request, id string) {
 	if info, ok := r.Context().Value(requestInfoKey{}).(*requestInfo); ok {
 		info.jobID = id
 	}
+}
+
+// submitted counts a job stored through api for tenant.
+func (g *Gateway) submitted(api, tenant string) {
+	g.metrics.jobs.WithLabelValues(api).Inc()
+	g.metrics.tenantJobs.WithLabelValues(g.tenantLabel(tenant)).Inc()
+}
+
+// refused counts a submit of tenant refused before anything was stored.
+func (g *Gateway) refused(tenant string, err error) {
+	reason := refusalReason(err)
+	if errors.Is(err, errQueueFull) {
+		reason = "tenant_queue_full"
+	}
+	g.metrics.tenantRefused.WithLabelValues(g.tenantLabel(tenant), reason).Inc()
 }

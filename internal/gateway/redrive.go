@@ -15,7 +15,7 @@ import (
 // or none.
 func (g *Gateway) redrive(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
-	if !ok {
+	if !ok || !g.owned(w, r, id) {
 		return
 	}
 	var body job.RedriveRequest
@@ -70,6 +70,9 @@ func (g *Gateway) startRedrive(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "invalid_query", err.Error())
 		return
 	}
+	if c := callerOf(r); !c.anyTenant {
+		b.Tenant = c.tenant // a tenant's key redrives its own jobs only
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
 	defer cancel()
 	run, err := g.client.StartRedrive(ctx, b)
@@ -92,6 +95,19 @@ func (g *Gateway) redriveRun(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
 	defer cancel()
+	if c := callerOf(r); !c.anyTenant {
+		// A run of another tenant is answered as one the fleet does not hold; so is an
+		// unknown one, by the same words.
+		run, err := g.client.RedriveRun(ctx, id)
+		if errors.Is(err, runfleet.ErrNotFound) || err == nil && run.Filter.Tenant != c.tenant {
+			writeError(w, http.StatusNotFound, job.RedriveNotFound, "the fleet holds no redrive run "+id)
+			return
+		}
+		if err != nil {
+			g.serviceError(w, "redrive run", err)
+			return
+		}
+	}
 	get := g.client.RedriveRun
 	if r.Method == http.MethodDelete {
 		get = g.client.StopRedrive

@@ -56,7 +56,7 @@ type signedURL struct {
 // eventsURL answers a URL of job id's events that a browser opens without the key.
 func (g *Gateway) eventsURL(w http.ResponseWriter, r *http.Request) {
 	id, ok := pathID(w, r)
-	if !ok {
+	if !ok || !g.owned(w, r, id) {
 		return
 	}
 	expires := time.Now().Add(g.o.SignedURLTTL).Truncate(time.Second)

@@ -362,6 +362,7 @@ func (u *UI) artifact(w http.ResponseWriter, r *http.Request) {
 type tenantRow struct {
 	Name, Policy string
 	Settled      int64
+	Load         Load
 }
 
 func (u *UI) tenants(w http.ResponseWriter, r *http.Request) {
@@ -389,6 +390,21 @@ func (u *UI) tenants(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	var loads map[string]Load
+	if u.o.Loads != nil {
+		var lerr error
+		if loads, lerr = u.o.Loads(ctx); lerr != nil {
+			data["Error"] = "current load: " + lerr.Error()
+		}
+		data["ShowLoad"] = true
+	}
+	// A tenant with jobs and no policy of its own is listed too (it runs under the default's).
+	for n := range loads {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
 	if !s.Operator {
 		names = slices.DeleteFunc(names, func(n string) bool { return n != s.Tenant })
 		if len(names) == 0 {
@@ -396,7 +412,7 @@ func (u *UI) tenants(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, n := range names {
-		row := tenantRow{Name: n, Policy: "–"}
+		row := tenantRow{Name: n, Policy: "–", Load: loads[n]}
 		if kv != nil {
 			if e, err := kv.Get(ctx, n); err == nil {
 				row.Policy = redactKeys(e.Value())

@@ -56,7 +56,16 @@ type Options struct {
 	Request func(ctx context.Context, id string) (body json.RawMessage, tenant string, err error)
 	// Artifact serves GET .../jobs/{id}/artifacts/{path...} (the gateway's own handler).
 	Artifact http.Handler
-	Logger   *slog.Logger
+	// Loads returns each tenant's jobs now (the gateway's shared snapshot of the tenant
+	// consumers); nil shows no load.
+	Loads  func(ctx context.Context) (map[string]Load, error)
+	Logger *slog.Logger
+}
+
+// Load is a tenant's jobs now, over its queues: waiting to start, and running (claimed).
+type Load struct {
+	Queued  uint64
+	Running int
 }
 
 // UI is the web view: server-rendered pages under /ui/, live through server-sent events.
