@@ -82,14 +82,18 @@ func (t *tenants) upkeep(ctx context.Context) {
 	t.sweep(ctx)
 	tick := time.NewTicker(sweepEvery)
 	defer tick.Stop()
+	// tried bounds the opens of a pair whose consumer the discovery consumer has not made yet: a
+	// new tenant's flood announces it once per job.
+	tried := map[queue.Pair]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case p := <-t.unknown:
-			if t.sched.Known(p) {
+			if t.sched.Known(p) || time.Since(tried[p]) < time.Second {
 				continue
 			}
+			tried[p] = time.Now()
 			// The discovery consumer makes a missing one; an existing one is opened here.
 			src, err := queue.OpenTenantConsumer(ctx, t.r.js, t.r.subjects, p, t.r.consumerOptions())
 			if err == nil {
@@ -98,6 +102,7 @@ func (t *tenants) upkeep(ctx context.Context) {
 				t.r.log.Warn("open tenant consumer", "queue", p.Queue, "tenant", p.Tenant, "err", err)
 			}
 		case <-tick.C:
+			clear(tried)
 			t.sweep(ctx)
 		}
 	}
