@@ -183,8 +183,8 @@ func TestFairShareAcrossTenants(t *testing.T) {
 			}
 		}
 		t.Logf("b's job %d: waited %v, %d of a's jobs started meanwhile", i, b.StartedAt.Sub(b.QueuedAt).Round(time.Millisecond), ahead)
-		if ahead > 4 {
-			t.Errorf("b's job %d started after %d of a's jobs stored before it, want at most 4", i, ahead)
+		if ahead > 8 {
+			t.Errorf("b's job %d started after %d of a's jobs stored before it, want at most 8 (a loaded machine makes b's consumer and sandbox while a's run; in stream order it would be ~200)", i, ahead)
 		}
 	}
 	// The test means something only if a still had jobs waiting when b's last one started.

@@ -97,8 +97,8 @@ func TestNewTenantNotBehindBacklog(t *testing.T) {
 			ahead++
 		}
 	}
-	if ahead > 4 {
-		t.Errorf("%d of a's jobs started while b's waited, want at most 4 (the slots' next picks)", ahead)
+	if ahead > 8 {
+		t.Errorf("%d of a's jobs started while b's waited, want at most 8 (the next picks while its consumer is made; in stream order all 300)", ahead)
 	}
 	t.Logf("a's jobs started while b's waited: %d; b waited %v", ahead, b.StartedAt.Sub(b.QueuedAt))
 }
