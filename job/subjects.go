@@ -162,7 +162,7 @@ func (s Subjects) ControlStream() string { return s.stream + "_CONTROL" }
 // Consumer is the name of the durable pull consumer that the fleet once shared for queue.
 //
 // It is the layout of the first version-2 fleets, which kept one consumer per queue; the fleet
-// reads only whether it was made (internal/queue.Discovery).
+// reads only whether it was made (the discovery consumer of internal/queue).
 func (s Subjects) Consumer(queue string) string { return s.stream + "_WORKERS_" + queue }
 
 // TenantConsumer is the durable consumer that the fleet shares for tenant's jobs on queue. The
