@@ -360,14 +360,3 @@ func (j *Job) Done(ctx context.Context, cpuMS int64) {
 		}
 	})
 }
-
-// Usage returns each tenant's usage per weight now, for tests and metrics.
-func (s *Scheduler) Usage() map[string]float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]float64, len(s.tenants))
-	for t, a := range s.tenants {
-		out[t] = s.decayed(a) / s.weight(t)
-	}
-	return out
-}
