@@ -20,7 +20,8 @@ import (
 // The check is advisory: the count is as old as the client's copy of it (Options.QueueCheckTTL,
 // 1 s by default), plus the jobs this client stored since. One client never passes max_queued;
 // several publishers of a tenant together may pass it by what the others store within one TTL,
-// and jobs of a queue whose tenant consumer no worker has made yet are not counted. The gateway
+// jobs of a queue whose tenant consumer no worker has made yet are not counted, and the server
+// counts a stored job in its consumers' backlogs a moment after it acks the publish. The gateway
 // enforces the bound where jobs enter over HTTP; a direct NATS publisher is bound only by its
 // NATS account's limits.
 var ErrQueueFull = errors.New("tenant queue full")

@@ -45,17 +45,41 @@ func fleetFor(t *testing.T, nc *nats.Conn, pairs ...queue.Pair) jetstream.JetStr
 	return js
 }
 
+// waitQueued waits until the tenant consumer of q and tenant counts want jobs not yet delivered.
+func waitQueued(t *testing.T, js jetstream.JetStream, stream, q, tenant string, want uint64) {
+	t.Helper()
+	s, err := job.NewSubjects("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	for {
+		c, err := js.Consumer(ctx, stream, s.TenantConsumer(q, tenant))
+		if err == nil && c.CachedInfo().NumPending == want {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("consumer of %s/%s: %v; want %d queued", q, tenant, err, want)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // TestTenantCommands: set changes only the bounds given, key add prints a key once and stores its
 // digest, show lists policies and tenants without one with their queued and running jobs, and
 // bad input is one line before anything is connected.
 func TestTenantCommands(t *testing.T) {
 	n := testenv.StartNATS(t)
-	fleetFor(t, n.Conn(), queue.Pair{Queue: "default", Tenant: "beta"}, queue.Pair{Queue: "batch", Tenant: "beta"})
+	js := fleetFor(t, n.Conn(), queue.Pair{Queue: "default", Tenant: "beta"}, queue.Pair{Queue: "batch", Tenant: "beta"})
 	for _, q := range []string{"default", "batch", "batch"} {
 		if got := submitAt(n.URL, "--no-wait", "--tenant", "beta", "--queue", q, "--lang", "python3", "--code", "print(1)"); got.code != 0 {
 			t.Fatalf("submit as beta = %d %q", got.code, got.stderr)
 		}
 	}
+	waitQueued(t, js, "RUNFLEET_JOBS", "default", "beta", 1)
+	waitQueued(t, js, "RUNFLEET_JOBS", "batch", "beta", 2)
 
 	for _, args := range [][]string{
 		{"tenant", "set", "acme", "--max-queued", "10", "--weight", "2"},
@@ -158,6 +182,9 @@ func TestTenantBoundUser(t *testing.T) {
 			t.Fatalf("submit %d as acme = %d %q %q, want its id", i+1, got.code, got.stdout, got.stderr)
 		}
 	}
+	// The server counts a stored job in its consumers' backlogs a moment after it acks the publish
+	// (nats-server signals consumers on a queue of its own); the check reads that count.
+	waitQueued(t, js, "RUNFLEET_JOBS", "default", "acme", 2)
 	full := submitAt(acmeURL, job1...)
 	if full.code != exitQueueFull || full.stdout != "" || strings.Count(full.stderr, "\n") != 1 || !strings.Contains(full.stderr, "max_queued is 2") {
 		t.Errorf("submit as acme past max_queued = %d %q %q, want 75 and one line", full.code, full.stdout, full.stderr)
