@@ -1,12 +1,19 @@
 package sandbox
 
-import "syscall"
+import (
+	"bytes"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"syscall"
+)
 
 // A sandbox's supervisor (the namespace provider's pid 1, the Docker provider's container init)
 // is counted in the sandbox's limits; these are added to what the job asked for, so the program
 // keeps its share.
 const (
-	SupervisorTasks  = 8       // threads of the supervisor, in the pids limit
+	SupervisorTasks  = 8       // threads of the supervisor, in the pids limit: see HoldThreads
 	SupervisorMemory = 8 << 20 // bytes, in the memory limit
 )
 
@@ -38,4 +45,53 @@ func ReapAll() {
 			return
 		}
 	}
+}
+
+// HoldThreads has the Go runtime start threads until the process has n, and leaves them idle for
+// the runtime to take when it needs one; it never ends an idle thread. A supervisor calls it with
+// SupervisorTasks before it starts the program, so that the part of the sandbox's pids limit
+// counted for it is its own: a program that forks until refused takes every task the
+// supervisor has not started by then, and a Go runtime that needs a thread and cannot start one
+// dies ("failed to create new OS thread"), and the job's status with it. The supervisor's few
+// goroutines never need as many threads at once.
+func HoldThreads(n int) {
+	for range 4 { // an idle thread taken again adds none: count and start the rest
+		have := threads()
+		if have <= 0 || have >= n {
+			return
+		}
+		// A goroutine locked to its thread keeps it from every other goroutine: each of these
+		// has one of its own, started for it while the others wait.
+		var locked, release sync.WaitGroup
+		release.Add(1)
+		for range n - have {
+			locked.Add(1)
+			go func() {
+				runtime.LockOSThread()
+				locked.Done()
+				release.Wait()
+				runtime.UnlockOSThread()
+			}()
+		}
+		locked.Wait()
+		release.Done()
+	}
+}
+
+// threads is this process's thread count, or 0 when /proc cannot tell.
+func threads() int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	_, rest, ok := bytes.Cut(b, []byte("\nThreads:"))
+	if !ok {
+		return 0
+	}
+	line, _, _ := bytes.Cut(rest, []byte("\n"))
+	n, err := strconv.Atoi(string(bytes.TrimSpace(line)))
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -84,6 +84,7 @@ func runInit(argv []string) (int, error) {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return 1, fmt.Errorf("dumpable: %w", err)
 	}
+	sandbox.HoldThreads(sandbox.SupervisorTasks)
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return 127, err
@@ -199,9 +200,8 @@ func dropCaps() error {
 
 // keepStderrForProgram returns a copy of the container's stderr for the program, and points the
 // init's own stderr at /dev/null: the container's stderr is the job's, and nothing of the init (its
-// errors, or the Go runtime's crash report when the program used up the pids limit and the init
-// could not start a thread) may appear among the job's output. The worker learns of an init that
-// failed from the container's exit and logs it.
+// errors, or a crash report of the Go runtime) may appear among the job's output. The worker
+// learns of an init that failed from the container's exit and logs it.
 func keepStderrForProgram() (int, error) {
 	fd, err := unix.FcntlInt(2, unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {

@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"fmt"
 	"os"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
@@ -60,4 +61,10 @@ func StatusPending(sb sandbox.Sandbox) bool {
 	n := 0
 	_ = rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) })
 	return n > 0
+}
+
+// SupervisorThreads counts the threads of a sandbox's supervisor.
+func SupervisorThreads(sb sandbox.Sandbox) (int, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", sb.(*nsSandbox).cmd.Process.Pid))
+	return len(tasks), err
 }

@@ -82,6 +82,7 @@ func Init() {
 			_ = syscall.Kill(-1, syscall.SIGKILL)
 		}
 	}()
+	sandbox.HoldThreads(sandbox.SupervisorTasks)
 	ws, err := supervise(status)
 	if err != nil {
 		fmt.Fprintf(status, "%v", err)
@@ -124,13 +125,16 @@ func supervise(status io.Writer) (syscall.WaitStatus, error) {
 	if err != nil {
 		return 0, fmt.Errorf("exec %s: %w", c.Argv[0], err)
 	}
-	// The supervisor keeps no end of the program's stdio: the program alone holds its stdin.
+	// The supervisor keeps no end of the program's stdio: the program alone holds its stdin. Its
+	// own stderr is the status pipe from now on, so that a crash report of the Go runtime reaches
+	// the worker's log instead of the job's output.
 	if null, err := os.Open("/dev/null"); err == nil {
-		for fd := range 3 {
+		for fd := range 2 {
 			_ = unix.Dup3(int(null.Fd()), fd, 0)
 		}
 		null.Close()
 	}
+	_ = unix.Dup3(fdStatus, 2, 0)
 	if _, err := io.WriteString(status, "ok\n"); err != nil {
 		return 0, err
 	}

@@ -493,7 +493,9 @@ func (s *nsSandbox) Run(ctx context.Context, stdin io.Reader, stdout, stderr io.
 	if !reported && !exit.OOM && !exit.Killed && !exit.TimedOut {
 		// The supervisor reports every program's end before anything else; one that ended
 		// without that report crashed or was killed from outside: the program's outcome is lost.
-		return exit, fmt.Errorf("sandbox %s: supervisor ended (exit %d) without the program's status: %w", s.id, exit.Code, errSupervisorLost)
+		said, _ := io.ReadAll(io.LimitReader(s.status, 2<<10))
+		return exit, fmt.Errorf("sandbox %s: supervisor ended (exit %d) without the program's status (it said %q): %w",
+			s.id, exit.Code, strings.TrimSpace(line+string(said)), errSupervisorLost)
 	}
 	return exit, nil
 }
