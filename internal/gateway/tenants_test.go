@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -289,6 +290,11 @@ func TestTenantQueueFull(t *testing.T) {
 	}
 	if code, page := get(t, c, f.srv.URL+"/ui/tenants"); code != http.StatusOK || !strings.Contains(page, ">small</a></td><td><code>{&#34;api_keys_sha256&#34;:&#34;1 keys&#34;,&#34;max_queued&#34;:3}</code></td><td>3</td><td>0</td>") {
 		t.Errorf("web view tenants page = %d, want small's policy, 3 queued and 0 running:\n%s", code, page)
+	}
+	// The overview shows the queue's row: 3 waiting, none running, and how long the oldest has.
+	if code, page := get(t, c, f.srv.URL+"/ui/"); code != http.StatusOK ||
+		!regexp.MustCompile(`<td>default</td><td>small</td><td>3</td><td>0</td><td>\d+(m\d+)?s</td>`).MatchString(page) {
+		t.Errorf("web view overview = %d, want default/small with 3 waiting and the oldest wait:\n%s", code, page)
 	}
 	// Another tenant, and one without a policy, go on.
 	f.submitAs(apiKey, "?tenant=other-one", body)

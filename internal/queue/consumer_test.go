@@ -174,3 +174,60 @@ func TestDiscoveryMadeAgain(t *testing.T) {
 		})
 	}
 }
+
+// TestOldestWaiting: the oldest wait of a tenant consumer is its first undelivered job's, other
+// tenants' jobs between them do not count, and nothing waiting is the zero time.
+func TestOldestWaiting(t *testing.T) {
+	f := newConsumerFixture(t)
+	stored := func(tenant, id string) time.Time {
+		f.publish(tenant, id)
+		m, err := f.js.Stream(t.Context(), f.s.JobsStream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := m.GetLastMsgForSubject(t.Context(), f.s.Job("default", tenant, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg.Time
+	}
+	first := stored("acme", "a1")
+	d, err := queue.Discovery(t.Context(), f.js, f.s, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := f.discover(d)
+	stored("beta", "b1")
+	second := stored("acme", "a2")
+	oldest := func() time.Time {
+		t.Helper()
+		testenv.WaitFor(t, 10*time.Second, "acme's backlog counted", func() bool {
+			b, err := queue.Tenants(t.Context(), f.js, f.s)
+			return err == nil && b[queue.Pair{Queue: "default", Tenant: "acme"}].Pending+uint64(b[queue.Pair{Queue: "default", Tenant: "acme"}].AckPending) == 2
+		})
+		b, err := queue.Tenants(t.Context(), f.js, f.s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs, err := f.js.Stream(t.Context(), f.s.JobsStream())
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := queue.OldestWaiting(t.Context(), jobs, f.s, queue.Pair{Queue: "default", Tenant: "acme"}, b[queue.Pair{Queue: "default", Tenant: "acme"}])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return at
+	}
+	if at := oldest(); !at.Equal(first) {
+		t.Errorf("OldestWaiting() with a1 and a2 waiting = %v, want a1's %v", at, first)
+	}
+	f.next(src) // a1 delivered, not acked: running
+	if at := oldest(); !at.Equal(second) {
+		t.Errorf("OldestWaiting() with a1 running = %v, want a2's %v", at, second)
+	}
+	f.next(src)
+	if at := oldest(); !at.IsZero() {
+		t.Errorf("OldestWaiting() with none waiting = %v, want zero", at)
+	}
+}

@@ -146,6 +146,7 @@ func (s *Source) Remade() time.Time { return s.remade }
 type Backlog struct {
 	Pending    uint64 // stored and not yet delivered: waiting
 	AckPending int    // delivered and not yet acked: claimed or running
+	Delivered  uint64 // the last stream sequence the consumer delivered: what waits comes after it
 }
 
 // Tenants lists the fleet's tenant consumers and their backlogs: one request per 256 of them,
@@ -162,10 +163,28 @@ func Tenants(ctx context.Context, js jetstream.JetStream, s job.Subjects) (map[P
 		if q == "" || t == "" {
 			continue
 		}
-		out[Pair{q, t}] = Backlog{Pending: info.NumPending, AckPending: info.NumAckPending}
+		out[Pair{q, t}] = Backlog{Pending: info.NumPending, AckPending: info.NumAckPending, Delivered: info.Delivered.Stream}
 	}
 	if err := list.Err(); err != nil {
 		return nil, fmt.Errorf("list consumers of %s: %w", s.JobsStream(), err)
 	}
 	return out, nil
+}
+
+// OldestWaiting returns when the oldest job waiting in p's tenant consumer, whose backlog is b,
+// was stored in jobs (the jobs stream): one get of the first message of p's subjects after
+// b.Delivered, at a cost that does not grow with the backlog. It returns the zero time when
+// nothing waits.
+func OldestWaiting(ctx context.Context, jobs jetstream.Stream, s job.Subjects, p Pair, b Backlog) (time.Time, error) {
+	if b.Pending == 0 {
+		return time.Time{}, nil
+	}
+	m, err := jobs.GetMsg(ctx, b.Delivered+1, jetstream.WithGetMsgSubject(s.TenantJobs(p.Queue, p.Tenant)))
+	if errors.Is(err, jetstream.ErrMsgNotFound) { // started meanwhile
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("oldest job of %s/%s: %w", p.Queue, p.Tenant, err)
+	}
+	return m.Time, nil
 }

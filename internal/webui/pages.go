@@ -60,8 +60,12 @@ func (u *UI) overviewLive(w http.ResponseWriter, r *http.Request) {
 type queueRow struct {
 	Queue, Tenant    string
 	Waiting, Running uint64
+	OldestWait       string // how long the oldest waiting job has waited; "" when none does
 	Err              string
 }
+
+// oldestRows bounds the rows whose oldest wait one overview reads: a get each.
+const oldestRows = 100
 
 type statusCount struct {
 	Status job.Status
@@ -88,21 +92,9 @@ func (u *UI) snapshot(ctx context.Context, s Session) map[string]any {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	data := map[string]any{"Now": time.Now()}
-	workers := u.beats.list()
 	if s.Operator {
-		data["Workers"] = workers
-	}
-	var queues []string
-	for _, hb := range workers {
-		for q := range strings.SplitSeq(hb.Queues, ",") {
-			if q = strings.TrimSpace(q); q != "" && !slices.Contains(queues, q) {
-				queues = append(queues, q)
-			}
-		}
-	}
-	slices.Sort(queues)
-	if s.Operator {
-		data["Queues"] = u.queues(ctx, queues)
+		data["Workers"] = u.beats.list()
+		data["Queues"] = u.queues(ctx)
 	}
 	var settled []statusCount
 	var errs []string
@@ -136,24 +128,39 @@ func (u *UI) count(ctx context.Context, q job.ListQuery) (int64, error) {
 	return *l.Count, nil
 }
 
-// queues reads the tenant consumers of the queues named: per queue and tenant, jobs waiting, and
-// delivered but not acked (running). One listing serves every row.
-func (u *UI) queues(ctx context.Context, names []string) []queueRow {
+// queues reads the tenant consumers of every queue, served by a worker now or not: per queue and
+// tenant, jobs waiting, delivered but not acked (running), and how long the oldest waiting job
+// has waited. One listing serves every row, and one get each row's oldest wait (for the first
+// oldestRows).
+func (u *UI) queues(ctx context.Context) []queueRow {
 	js, err := jetstream.New(u.o.NATS)
 	if err != nil {
 		return nil
 	}
-	backlogs, err := queue.Tenants(ctx, js, u.o.Client.Subjects())
+	subjects := u.o.Client.Subjects()
+	backlogs, err := queue.Tenants(ctx, js, subjects)
 	if err != nil {
-		return []queueRow{{Queue: strings.Join(names, ","), Err: err.Error()}}
+		return []queueRow{{Queue: "–", Err: err.Error()}}
 	}
-	var rows []queueRow
-	for p, b := range backlogs {
-		if slices.Contains(names, p.Queue) {
-			rows = append(rows, queueRow{Queue: p.Queue, Tenant: p.Tenant, Waiting: b.Pending, Running: uint64(b.AckPending)})
+	pairs := slices.Collect(maps.Keys(backlogs))
+	slices.SortFunc(pairs, func(a, b queue.Pair) int {
+		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Tenant, b.Tenant))
+	})
+	jobs, streamErr := js.Stream(ctx, subjects.JobsStream())
+	now := time.Now()
+	rows := make([]queueRow, 0, len(pairs))
+	for i, p := range pairs {
+		b := backlogs[p]
+		row := queueRow{Queue: p.Queue, Tenant: p.Tenant, Waiting: b.Pending, Running: uint64(b.AckPending)}
+		if b.Pending > 0 && i < oldestRows && streamErr == nil {
+			if at, err := queue.OldestWaiting(ctx, jobs, subjects, p, b); err != nil {
+				row.Err = err.Error()
+			} else if !at.IsZero() {
+				row.OldestWait = max(now.Sub(at), 0).Round(time.Second).String()
+			}
 		}
+		rows = append(rows, row)
 	}
-	slices.SortFunc(rows, func(a, b queueRow) int { return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Tenant, b.Tenant)) })
 	return rows
 }
 
