@@ -81,6 +81,7 @@ type RedriveRun struct {
 	Skipped  int64       `json:"skipped"`
 	Failed   int64       `json:"failed"`
 	Error    string      `json:"error,omitempty"`
+	Worker   string      `json:"worker,omitempty"` // the worker running it; another takes over one that dies
 	Started  time.Time   `json:"started"`
 	Updated  time.Time   `json:"updated"`
 }

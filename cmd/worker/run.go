@@ -303,7 +303,8 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	redrives := redrive.New(redrive.ClientFleet{Client: client}, index, rdb, redrive.Options{Prefix: c.prefix, Logger: log})
+	redrives := redrive.New(redrive.ClientFleet{Client: client}, index, rdb, redrive.Options{Prefix: c.prefix, Logger: log,
+		Worker: c.id, HoldTTL: c.leaseTTL})
 	r := runner.New(nc, js, subjects, leases, provider, runner.Options{
 		Worker: c.id, Queues: queues, Concurrency: c.concurrency, Policy: policy, Profiles: profiles,
 		MaxFailures: c.maxFailures, Sandbox: sopts, Sandboxes: warm,

@@ -66,3 +66,61 @@ func TestRedriveUnknown(t *testing.T) {
 		t.Errorf("Redrive of a succeeded job = %v, want ErrNotRedrivable", err)
 	}
 }
+
+// TestBulkRedriveSurvivesItsWorker: the worker running a bulk redrive is killed halfway; another
+// takes the run over within its hold (the lease TTL) and goes on from where it was: every failed
+// job is redriven once, no new job runs twice, and the run ends done with every job counted.
+func TestBulkRedriveSurvivesItsWorker(t *testing.T) {
+	const jobs = 40
+	f := newFleet(t)
+	workers := map[string]*worker{"first": f.start("first"), "second": f.start("second")}
+	var ids []string
+	for range jobs {
+		ids = append(ids, f.submit(job.Request{Language: "python3", Code: "import sys; sys.exit(3)"}))
+	}
+	for _, id := range ids {
+		if st := f.settlement(id, time.Minute); st.Status != job.StatusFailed {
+			t.Fatalf("job %s settled %s, want failed", id, st.Status)
+		}
+	}
+	ctx, cancel := contextWithTimeout(t, 3*time.Minute)
+	defer cancel()
+	testenv.WaitFor(t, 10*time.Second, "the failed jobs listed", func() bool {
+		l, err := f.client.ListJobs(ctx, job.ListQuery{Status: job.StatusFailed, Count: true, Limit: 1})
+		return err == nil && l.Count != nil && *l.Count == jobs
+	})
+	run, err := f.client.StartRedrive(ctx, job.BulkRedrive{Status: job.StatusFailed, RatePerS: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := workers[run.Worker]
+	if holder == nil || run.Total != jobs {
+		t.Fatalf("StartRedrive() = %+v, want %d jobs held by one of the workers", run, jobs)
+	}
+	testenv.WaitFor(t, time.Minute, "a quarter of the jobs redriven", func() bool {
+		r, err := f.client.RedriveRun(ctx, run.ID)
+		return err == nil && r.Redriven >= jobs/4
+	})
+	holder.kill()
+	var last job.RedriveRun
+	testenv.WaitFor(t, 2*time.Minute, "the run done by the other worker", func() bool {
+		last, err = f.client.RedriveRun(ctx, run.ID)
+		return err == nil && last.State == job.RunDone
+	})
+	if last.Worker == run.Worker || last.Redriven != jobs || last.Skipped != 0 || last.Failed != 0 {
+		t.Errorf("run = %+v, want all %d redriven by the worker that took it over", last, jobs)
+	}
+	for _, id := range ids {
+		st := f.settlement(job.RedriveID(id), time.Minute)
+		if st.RedriveOf != id {
+			t.Errorf("job %s: redrive settled with redrive_of %q", job.RedriveID(id), st.RedriveOf)
+		}
+	}
+	// A new job the killed worker had claimed settles unknown without running; none runs twice.
+	dispatches, settled := f.dispatches(), f.settledCounts()
+	for _, id := range ids {
+		if n, s := dispatches[job.RedriveID(id)], settled[job.RedriveID(id)]; n > 1 || s != 1 {
+			t.Errorf("redrive of %s dispatched %d times and settled %d, want at most once and once", id, n, s)
+		}
+	}
+}

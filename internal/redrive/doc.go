@@ -15,6 +15,11 @@
 //   - A bulk run counts its filter first (the dry run's answer), fixes the window's end at its
 //     start so that the jobs it publishes are never picked up by itself, publishes at most
 //     rate_per_s jobs a second, and writes its progress to Redis after every job, where any worker
-//     answers a GET and a stop. The worker that runs it checks the stop at every job; a run whose
-//     worker died stays "running" with a stale Updated time.
+//     answers a GET and a stop. The worker that runs it checks the stop at every job.
+//   - A bulk run is held by one worker at a time: a hold in Redis that the holder renews with each
+//     write of its progress (a script that writes nothing for a worker that no longer holds it),
+//     and that expires HoldTTL after a holder died or hung. Every worker looks for runs not ended
+//     and not held every HoldTTL/3 and takes them over, going on from the saved position (page
+//     cursor and jobs done in the page); a job redriven again after a takeover is found as a
+//     duplicate, never published twice. A worker that stops lets go of its runs at once.
 package redrive

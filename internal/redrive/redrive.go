@@ -47,7 +47,12 @@ type Lister interface {
 type Options struct {
 	Prefix    string        // Redis key prefix; default job.DefaultPrefix
 	Retention time.Duration // how long a run's progress is kept; default a week
-	Logger    *slog.Logger
+	// Worker names this service as the holder of the bulk runs it executes; default a new id.
+	Worker string
+	// HoldTTL is how long a bulk run stays with a worker that stopped renewing its hold (it
+	// died or hangs) before another takes it over; default 15 s.
+	HoldTTL time.Duration
+	Logger  *slog.Logger
 }
 
 // Service redrives jobs, one or many.
@@ -57,6 +62,8 @@ type Service struct {
 	rdb       redis.UniversalClient
 	tag       string
 	retention time.Duration
+	worker    string
+	holdTTL   time.Duration
 	log       *slog.Logger
 }
 
@@ -65,6 +72,8 @@ func New(fleet Fleet, list Lister, rdb redis.UniversalClient, o Options) *Servic
 	return &Service{fleet: fleet, list: list, rdb: rdb,
 		tag:       "{" + cmp.Or(o.Prefix, job.DefaultPrefix) + ":index}",
 		retention: cmp.Or(o.Retention, 7*24*time.Hour),
+		worker:    cmp.Or(o.Worker, job.NewID()),
+		holdTTL:   cmp.Or(o.HoldTTL, 15*time.Second),
 		log:       cmp.Or(o.Logger, slog.New(slog.DiscardHandler))}
 }
 
@@ -104,8 +113,20 @@ func (s *Service) Redrive(ctx context.Context, r job.RedriveRequest) (job.Redriv
 	return job.Redriven{JobID: req.ID, RedriveOf: r.JobID, Duplicate: dup}, nil
 }
 
+// A bulk run's keys, under the index's hash tag: its progress (the wire type), the stop asked
+// for, where its listing is (position), who holds it; and the set of runs not yet ended.
 func (s *Service) runKey(id string) string  { return s.tag + ":redrive:" + id }
 func (s *Service) stopKey(id string) string { return s.tag + ":redrive:" + id + ":stop" }
+func (s *Service) posKey(id string) string  { return s.tag + ":redrive:" + id + ":pos" }
+func (s *Service) holdKey(id string) string { return s.tag + ":redrive:" + id + ":hold" }
+func (s *Service) runningKey() string       { return s.tag + ":redrives:running" }
+
+// position is where a bulk run is in its listing: the page's cursor and how many of the page's
+// jobs it has done. A run taken over goes on from there.
+type position struct {
+	Cursor string `json:"cursor,omitempty"`
+	Done   int    `json:"done"`
+}
 
 // Start counts the jobs b selects and, unless b.DryRun, records a run for [Service.Execute].
 func (s *Service) Start(ctx context.Context, b job.BulkRedrive, now time.Time) (job.RedriveRun, error) {
@@ -127,18 +148,21 @@ func (s *Service) Start(ctx context.Context, b job.BulkRedrive, now time.Time) (
 		run.ID, run.State = "", job.RunDone
 		return run, nil
 	}
-	return run, s.save(ctx, run)
-}
-
-func (s *Service) save(ctx context.Context, run job.RedriveRun) error {
-	b, err := json.Marshal(run)
+	run.Worker = s.worker
+	body, err := json.Marshal(run)
 	if err != nil {
-		return err
+		return job.RedriveRun{}, err
 	}
-	if err := s.rdb.Set(ctx, s.runKey(run.ID), b, s.retention).Err(); err != nil {
-		return fmt.Errorf("save redrive run %s: %w", run.ID, err)
+	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, s.runKey(run.ID), body, s.retention)
+		p.Set(ctx, s.holdKey(run.ID), s.worker, s.holdTTL)
+		p.SAdd(ctx, s.runningKey(), run.ID)
+		return nil
+	})
+	if err != nil {
+		return job.RedriveRun{}, fmt.Errorf("save redrive run %s: %w", run.ID, err)
 	}
-	return nil
+	return run, nil
 }
 
 // Run returns run id's progress.
@@ -169,33 +193,46 @@ func (s *Service) Stop(ctx context.Context, id string) (job.RedriveRun, error) {
 	return run, nil
 }
 
-// Execute redrives the jobs of run, paced, until they are done, the run is stopped, or ctx ends
-// (the run is then left stopped). It returns the run as last saved.
-func (s *Service) Execute(ctx context.Context, run job.RedriveRun) job.RedriveRun {
+// Execute redrives the jobs of run, paced, from pos, until they are done or the run is stopped,
+// while this service holds the run (Start or adopt took it). When ctx ends (the worker stops) it
+// lets go of the run, still running, for another worker to go on with.
+func (s *Service) Execute(ctx context.Context, run job.RedriveRun, pos position) {
 	q := run.Filter.Query()
-	q.Limit = 100
+	q.Limit, q.Cursor = 100, pos.Cursor
 	interval := time.Duration(float64(time.Second) / run.Filter.RatePerS)
 	next := time.Now()
-	finish := func(state string, err error) job.RedriveRun {
-		run.State, run.Updated = state, time.Now().UTC()
-		if err != nil {
-			run.Error = err.Error()
-		}
-		if serr := s.save(context.WithoutCancel(ctx), run); serr != nil {
-			s.log.Warn("save redrive run", "run", run.ID, "err", serr)
-		}
-		return run
-	}
+	renew := time.NewTicker(s.holdTTL / 3)
+	defer renew.Stop()
 	for {
 		page, err := s.list.List(ctx, q)
 		if err != nil {
-			return finish(cmp.Or(ctxState(ctx), job.RunFailed), err)
+			s.end(ctx, run, job.RunFailed, err)
+			return
 		}
-		for _, l := range page.Jobs {
-			select {
-			case <-time.After(time.Until(next)):
-			case <-ctx.Done():
-				return finish(job.RunStopped, nil)
+		for i, l := range page.Jobs {
+			if i < pos.Done {
+				continue // done before this worker took the run over
+			}
+			for wait := true; wait; {
+				select {
+				case <-time.After(time.Until(next)):
+					wait = false
+				case <-renew.C:
+					held, stopped, err := s.progress(ctx, run, pos)
+					switch {
+					case err != nil:
+						s.log.Warn("save redrive run", "run", run.ID, "err", err)
+					case !held:
+						s.log.Warn("redrive run taken over by another worker", "run", run.ID)
+						return
+					case stopped:
+						s.end(ctx, run, job.RunStopped, nil)
+						return
+					}
+				case <-ctx.Done():
+					s.end(ctx, run, "", nil)
+					return
+				}
 			}
 			next = next.Add(interval)
 			_, err := s.Redrive(ctx, job.RedriveRequest{JobID: l.JobID, ConfirmMayHaveRun: run.Filter.ConfirmMayHaveRun})
@@ -205,48 +242,142 @@ func (s *Service) Execute(ctx context.Context, run job.RedriveRun) job.RedriveRu
 			case errors.Is(err, ErrMayHaveRun), errors.Is(err, ErrNotRedrivable):
 				run.Skipped++
 			case ctx.Err() != nil:
-				return finish(job.RunStopped, nil)
+				s.end(ctx, run, "", nil)
+				return
 			default:
 				run.Failed++
 				s.log.Warn("redrive", "run", run.ID, "job_id", l.JobID, "err", err)
 			}
 			run.Updated = time.Now().UTC()
-			stopped, err := s.progress(ctx, run)
-			if err != nil {
+			pos.Done = i + 1
+			held, stopped, err := s.progress(ctx, run, pos)
+			switch {
+			case err != nil:
 				s.log.Warn("save redrive run", "run", run.ID, "err", err)
-			}
-			if stopped {
-				return finish(job.RunStopped, nil)
+			case !held:
+				s.log.Warn("redrive run taken over by another worker", "run", run.ID)
+				return
+			case stopped:
+				s.end(ctx, run, job.RunStopped, nil)
+				return
 			}
 		}
 		if page.Cursor == "" {
-			return finish(job.RunDone, nil)
+			s.end(ctx, run, job.RunDone, nil)
+			return
 		}
-		q.Cursor = page.Cursor
+		q.Cursor, pos = page.Cursor, position{Cursor: page.Cursor}
 	}
 }
 
-func ctxState(ctx context.Context) string {
-	if ctx.Err() != nil {
-		return job.RunStopped
+// holdScript saves a run's progress and position and renews its hold, if the caller holds it:
+// KEYS run, pos, hold, stop; ARGV run JSON, pos JSON, worker, hold TTL ms, retention ms. It
+// returns -1 when another worker holds the run (or none), else whether a stop was asked.
+var holdScript = redis.NewScript(`
+if redis.call('GET', KEYS[3]) ~= ARGV[3] then return -1 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[5])
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[5])
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
+return redis.call('EXISTS', KEYS[4])`)
+
+// endScript ends a run (ARGV state non-empty: saves it and takes it off the running set) or lets
+// go of it (state empty), if the caller holds it: KEYS run, hold, running; ARGV run JSON, worker,
+// retention ms, state, run id.
+var endScript = redis.NewScript(`
+if redis.call('GET', KEYS[2]) ~= ARGV[2] then return 0 end
+if ARGV[4] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+  redis.call('SREM', KEYS[3], ARGV[5])
+end
+redis.call('DEL', KEYS[2])
+return 1`)
+
+// progress saves run and pos while this service holds the run, and reports whether it still does
+// and whether the run was asked to stop, in one round trip.
+func (s *Service) progress(ctx context.Context, run job.RedriveRun, pos position) (held, stopped bool, err error) {
+	rb, err := json.Marshal(run)
+	if err != nil {
+		return false, false, err
 	}
-	return ""
+	pb, err := json.Marshal(pos)
+	if err != nil {
+		return false, false, err
+	}
+	n, err := holdScript.Run(ctx, s.rdb, []string{s.runKey(run.ID), s.posKey(run.ID), s.holdKey(run.ID), s.stopKey(run.ID)},
+		rb, pb, s.worker, s.holdTTL.Milliseconds(), s.retention.Milliseconds()).Int()
+	if err != nil {
+		return true, false, fmt.Errorf("save redrive run %s: %w", run.ID, err)
+	}
+	return n >= 0, n == 1, nil
 }
 
-// progress saves run and reports whether it was asked to stop, in one round trip.
-func (s *Service) progress(ctx context.Context, run job.RedriveRun) (stopped bool, err error) {
-	b, err := json.Marshal(run)
-	if err != nil {
-		return false, err
+// end ends run in state (done, stopped, failed with err), or, with state empty, lets go of it for
+// another worker; both only while this service holds it.
+func (s *Service) end(ctx context.Context, run job.RedriveRun, state string, err error) {
+	if state != "" {
+		run.State, run.Updated = state, time.Now().UTC()
+		if err != nil {
+			run.Error = err.Error()
+		}
 	}
-	var stop *redis.IntCmd
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.Set(ctx, s.runKey(run.ID), b, s.retention)
-		stop = p.Exists(ctx, s.stopKey(run.ID))
-		return nil
-	})
-	if err != nil {
-		return false, err
+	rb, merr := json.Marshal(run)
+	if merr != nil {
+		s.log.Warn("save redrive run", "run", run.ID, "err", merr)
+		return
 	}
-	return stop.Val() == 1, nil
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if serr := endScript.Run(ctx, s.rdb, []string{s.runKey(run.ID), s.holdKey(run.ID), s.runningKey()},
+		rb, s.worker, s.retention.Milliseconds(), state, run.ID).Err(); serr != nil {
+		s.log.Warn("end redrive run", "run", run.ID, "state", state, "err", serr)
+	}
+	if state == "" {
+		s.log.Info("redrive run let go for another worker", "run", run.ID, "redriven", run.Redriven)
+	} else {
+		s.log.Info("redrive run ended", "run", run.ID, "state", state, "redriven", run.Redriven, "skipped", run.Skipped, "failed", run.Failed)
+	}
+}
+
+// adopt takes over the bulk runs not ended that no worker holds (the one that ran them died, hung
+// or stopped), and returns each with where it was, for [Service.Execute].
+func (s *Service) adopt(ctx context.Context) ([]adopted, error) {
+	ids, err := s.rdb.SMembers(ctx, s.runningKey()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("list redrive runs: %w", err)
+	}
+	var out []adopted
+	for _, id := range ids {
+		took, err := s.rdb.SetNX(ctx, s.holdKey(id), s.worker, s.holdTTL).Result()
+		if err != nil {
+			return out, fmt.Errorf("take redrive run %s: %w", id, err)
+		}
+		if !took {
+			continue
+		}
+		run, err := s.Run(ctx, id)
+		if errors.Is(err, ErrNoRun) || err == nil && run.State != job.RunRunning {
+			s.rdb.SRem(ctx, s.runningKey(), id)
+			s.rdb.Del(ctx, s.holdKey(id))
+			continue
+		}
+		if err != nil {
+			s.rdb.Del(ctx, s.holdKey(id))
+			return out, err
+		}
+		var pos position
+		if b, err := s.rdb.Get(ctx, s.posKey(id)).Bytes(); err == nil {
+			_ = json.Unmarshal(b, &pos)
+		}
+		from := run.Worker
+		run.Worker = s.worker
+		s.log.Warn("took over a redrive run", "run", id, "from", from, "redriven", run.Redriven)
+		out = append(out, adopted{run: run, pos: pos})
+	}
+	return out, nil
+}
+
+// adopted is a bulk run taken over, and where it was.
+type adopted struct {
+	run job.RedriveRun
+	pos position
 }

@@ -24,8 +24,8 @@ type runID struct {
 	ID string `json:"id"`
 }
 
-// Serve answers redrive requests until ctx ends, then waits for the bulk runs it started, which
-// end with ctx (left stopped).
+// Serve answers redrive requests and takes over the bulk runs of workers that died, until ctx
+// ends; then it waits for the bulk runs it executes, which it lets go of for another worker.
 func (s *Service) Serve(ctx context.Context, nc *nats.Conn, subjects job.Subjects) error {
 	msgs := make(chan *nats.Msg, 64)
 	for _, subj := range []string{subjects.Redrive(), subjects.RedriveStart(), subjects.RedriveRun(), subjects.RedriveStop()} {
@@ -37,10 +37,20 @@ func (s *Service) Serve(ctx context.Context, nc *nats.Conn, subjects job.Subject
 	}
 	var runs sync.WaitGroup
 	defer runs.Wait()
+	adopt := time.NewTicker(s.holdTTL / 3)
+	defer adopt.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-adopt.C:
+			taken, err := s.adopt(ctx)
+			if err != nil {
+				s.log.Warn("take over redrive runs", "err", err)
+			}
+			for _, a := range taken {
+				runs.Go(func() { s.Execute(ctx, a.run, a.pos) })
+			}
 		case m := <-msgs:
 			if err := s.answer(ctx, subjects, m, &runs); err != nil {
 				s.log.Warn("answer a redrive request", "subject", m.Subject, "err", err)
@@ -66,7 +76,7 @@ func (s *Service) answer(ctx context.Context, subjects job.Subjects, m *nats.Msg
 			var run job.RedriveRun
 			run, err = s.Start(actx, b, time.Now().UTC())
 			if err == nil && !b.DryRun {
-				runs.Go(func() { s.Execute(ctx, run) })
+				runs.Go(func() { s.Execute(ctx, run, position{}) })
 			}
 			out = run
 		}
