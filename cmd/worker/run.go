@@ -52,7 +52,7 @@ type config struct {
 	concurrency, warm, warmRefills                           int
 	warmMaxAge                                               time.Duration
 	leaseTTL, grace, retention                               time.Duration
-	dev                                                      bool
+	dev, rebuildIndex                                        bool
 	rootfs, image, dispatchLog                               string
 	cpus                                                     float64
 	maxTimeout                                               time.Duration
@@ -92,6 +92,7 @@ func flags(stderr io.Writer) (*flag.FlagSet, *config) {
 	fs.StringVar(&c.dispatchLog, "dispatch-log", "", "file the provider appends one line to per dispatch (audits, tests)")
 	c.artifactsMaxBytes = runfleet.DefaultArtifactsMaxBytes
 	fs.Var(&c.artifactsMaxBytes, "artifacts-max-bytes", "bound of the artifacts bucket (KiB, MiB, GiB, TiB); a put past it fails, nothing stored is dropped")
+	fs.BoolVar(&c.rebuildIndex, "rebuild-index", false, "add the list row of every settlement the results stream keeps to the job index (after Redis lost data), print the counts and exit")
 	fs.DurationVar(&c.retention, "retention", runfleet.DefaultRetention, "how long a job's record and its stored request are kept (lookup, dedup, redrive)")
 	c.jobsMaxBytes = runfleet.DefaultJobsMaxBytes
 	fs.Var(&c.jobsMaxBytes, "jobs-max-bytes", "bound of the jobs stream, the kept requests (KiB, MiB, GiB, TiB); a publish past it is refused, nothing stored is dropped")
@@ -214,6 +215,9 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	defer rdb.Close()
 	if err := rdb.Ping(startCtx).Err(); err != nil {
 		return fmt.Errorf("redis %s unreachable: %w", ru.Redacted(), err)
+	}
+	if c.rebuildIndex {
+		return rebuildIndex(ctx, js, subjects, rdb, c, stderr)
 	}
 	replicas := replicasToWait(startCtx, log, rdb, ru.Kind == redisurl.Sentinel)
 	leases := lease.NewStore(rdb, lease.Options{Prefix: c.prefix, TTL: c.leaseTTL, Replicas: replicas, RecordTTL: c.retention})
@@ -494,4 +498,23 @@ func connectedReplicas(ctx context.Context, rdb redis.UniversalClient) (int, err
 		}
 	}
 	return 0, errors.New("INFO replication names no connected_slaves")
+}
+
+// rebuildIndex adds the row of every settlement kept to the job index and reports the counts.
+func rebuildIndex(ctx context.Context, js jetstream.JetStream, subjects job.Subjects, rdb redis.UniversalClient, c *config, out io.Writer) error {
+	client, err := runfleet.NewClient(ctx, nil, runfleet.Options{Prefix: c.prefix, JetStream: js})
+	if err != nil {
+		return err
+	}
+	index := jobindex.New(rdb, jobindex.Options{Prefix: c.prefix, Retention: c.retention})
+	got, err := index.Rebuild(ctx, js, subjects, func(ctx context.Context, id string) (string, string, error) {
+		req, err := client.Request(ctx, id)
+		if errors.Is(err, runfleet.ErrNotFound) {
+			return "", "", fmt.Errorf("%w: %w", jobindex.ErrUnplaced, err)
+		}
+		return req.Queue, req.Tenant, err
+	})
+	fmt.Fprintf(out, "job index: %d settlements read, %d rows added, %d without their request, %d past the retention\n",
+		got.Settlements, got.Rows, got.Unplaced, got.Expired)
+	return err
 }

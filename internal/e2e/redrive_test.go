@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"errors"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +124,51 @@ func TestBulkRedriveSurvivesItsWorker(t *testing.T) {
 		if n, s := dispatches[job.RedriveID(id)], settled[job.RedriveID(id)]; n > 1 || s != 1 {
 			t.Errorf("redrive of %s dispatched %d times and settled %d, want at most once and once", id, n, s)
 		}
+	}
+}
+
+// TestRebuildIndex: a Redis that lost the job index (its keys deleted here) gets it back from
+// `worker --rebuild-index`, which reads the settlements kept and exits; the jobs are listed again.
+func TestRebuildIndex(t *testing.T) {
+	f := newFleet(t)
+	f.start("w")
+	ids := []string{
+		f.submit(job.Request{Language: "python3", Code: "print(1)"}),
+		f.submit(job.Request{Language: "python3", Code: "import sys; sys.exit(2)"}),
+	}
+	for _, id := range ids {
+		f.settlement(id, time.Minute)
+	}
+	ctx, cancel := contextWithTimeout(t, time.Minute)
+	defer cancel()
+	listed := func() int64 {
+		l, err := f.client.ListJobs(ctx, job.ListQuery{Count: true, Limit: 1})
+		if err != nil || l.Count == nil {
+			return -1
+		}
+		return *l.Count
+	}
+	testenv.WaitFor(t, 10*time.Second, "both jobs listed", func() bool { return listed() == 2 })
+	rdb := f.redis.Client()
+	keys, err := rdb.Keys(ctx, "{runfleet:index}:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("index keys = %v, %v", keys, err)
+	}
+	if err := rdb.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := listed(); n != 0 {
+		t.Fatalf("listed after the index was lost = %d, want 0", n)
+	}
+	out, err := exec.CommandContext(ctx, workerBin, "--nats-url", f.nats.URL, "--redis-url", f.redis.URL, "--rebuild-index").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "job index: 2 settlements read, 2 rows added, 0 without their request, 0 past the retention") {
+		t.Fatalf("worker --rebuild-index = %v:\n%s", err, out)
+	}
+	if n := listed(); n != 2 {
+		t.Errorf("listed after the rebuild = %d, want 2", n)
+	}
+	l, err := f.client.ListJobs(ctx, job.ListQuery{Status: job.StatusFailed})
+	if err != nil || len(l.Jobs) != 1 || l.Jobs[0].JobID != ids[1] || l.Jobs[0].Queue != job.DefaultQueue || l.Jobs[0].Tenant != job.DefaultTenant {
+		t.Errorf("failed jobs after the rebuild = %+v, %v; want %s on the default queue and tenant", l.Jobs, err, ids[1])
 	}
 }
