@@ -53,7 +53,21 @@ type entry struct {
 	src    *queue.Source
 	active bool
 	last   uint64 // the turn it was last picked: ties go to the longest waiting
+
+	arrived time.Time // when a job of it was last announced
+	recheck time.Time // not picked before then: a fetch came short just after an announcement
+	checked time.Time // the announcement a recheck was scheduled for: one recheck each
 }
+
+// The server counts a stored job in a consumer's backlog a moment after it announces it (its
+// consumers are signalled from a queue of their own), and a fetch that does not wait reads that
+// count: a fetch right after an announcement may come back empty with the job stored. A pair
+// whose fetch came short within announceLag of an announcement is fetched once more recheckAfter
+// later, instead of waiting idle for the next announcement or sweep.
+const (
+	announceLag  = 100 * time.Millisecond
+	recheckAfter = 10 * time.Millisecond
+)
 
 type account struct {
 	usage   float64   // decayed CPU ms, estimates of unsettled jobs included
@@ -116,6 +130,7 @@ func (s *Scheduler) Arrived(p queue.Pair) bool {
 	defer s.mu.Unlock()
 	e, ok := s.pairs[p]
 	if ok {
+		e.arrived = s.o.Now()
 		s.activate(e)
 	}
 	return ok
@@ -190,6 +205,7 @@ type Grant struct {
 	s      *Scheduler
 	tokens []string
 	cost   float64
+	picked time.Time
 }
 
 // Pick waits until some tenant has an active consumer and may start a job, and grants up to n
@@ -210,7 +226,7 @@ func (s *Scheduler) Pick(ctx context.Context, n int) (*Grant, error) {
 		p, src := e.pair, e.src
 		s.mu.Unlock()
 
-		g := &Grant{Pair: p, Source: src, N: n, s: s}
+		g := &Grant{Pair: p, Source: src, N: n, s: s, picked: s.o.Now()}
 		if limit := s.o.Policies.Of(p.Tenant).MaxRunning; limit > 0 && s.o.Running != nil {
 			tokens, err := s.o.Running.Acquire(ctx, p.Tenant, n, limit)
 			if err != nil {
@@ -253,7 +269,8 @@ func (s *Scheduler) wait(ctx context.Context, until time.Time) error {
 }
 
 // best returns the active entry of the tenant with the least usage per weight that is not
-// blocked, or nil and when the first blocked tenant may be asked again; the caller holds mu.
+// blocked nor waiting for a recheck, or nil and when the first of those may be asked again; the
+// caller holds mu.
 func (s *Scheduler) best() (*entry, time.Time) {
 	now := s.o.Now()
 	var best *entry
@@ -265,9 +282,9 @@ func (s *Scheduler) best() (*entry, time.Time) {
 			continue
 		}
 		a := s.account(e.pair.Tenant)
-		if a.blocked.After(now) {
-			if next.IsZero() || a.blocked.Before(next) {
-				next = a.blocked
+		if until := later(a.blocked, e.recheck); until.After(now) {
+			if next.IsZero() || until.Before(next) {
+				next = until
 			}
 			continue
 		}
@@ -281,6 +298,14 @@ func (s *Scheduler) best() (*entry, time.Time) {
 		}
 	}
 	return best, next
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func (s *Scheduler) block(tenant string) {
@@ -298,8 +323,10 @@ func (g *Grant) Fetched(ctx context.Context, got int) []*Job {
 	a := s.account(g.Pair.Tenant)
 	s.decayed(a)
 	a.usage = max(0, a.usage-g.cost*float64(g.N-got))
-	if got < g.N {
-		if e := s.pairs[g.Pair]; e != nil {
+	if e := s.pairs[g.Pair]; e != nil && got < g.N {
+		if e.arrived.After(g.picked.Add(-announceLag)) && !e.checked.Equal(e.arrived) {
+			e.checked, e.recheck = e.arrived, s.o.Now().Add(recheckAfter)
+		} else {
 			s.idle(e)
 		}
 	}

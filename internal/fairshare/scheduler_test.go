@@ -203,3 +203,43 @@ func TestPickWaitsForAnArrival(t *testing.T) {
 		t.Error("Pick() on an ended context with nothing active returned no error")
 	}
 }
+
+// TestShortFetchAfterAnnouncement: a fetch that comes back empty just after its pair was
+// announced (the server counts the job a moment after announcing it) leaves the pair to be
+// fetched once more shortly after; a second empty fetch with no new announcement makes it idle
+// until the next one.
+func TestShortFetchAfterAnnouncement(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	s := fairshare.New(fairshare.Options{Now: func() time.Time { return now }})
+	ctx := context.Background()
+	s.Add(pair("a"), nil)
+	g, err := s.Pick(ctx, 1) // the pair's first fetch, long after nothing was announced
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Fetched(ctx, 0)
+	pickWithin := func(d time.Duration) bool {
+		t.Helper()
+		c, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		g, err = s.Pick(c, 1)
+		return err == nil
+	}
+	if pickWithin(50 * time.Millisecond) {
+		t.Fatal("a pair fetched empty with nothing announced was picked again, want it idle")
+	}
+	s.Arrived(pair("a"))
+	if !pickWithin(time.Second) {
+		t.Fatal("an announced pair was not picked")
+	}
+	g.Fetched(ctx, 0) // the server had not counted the job yet
+	now = now.Add(20 * time.Millisecond)
+	if !pickWithin(time.Second) {
+		t.Fatal("a pair fetched empty right after its announcement was not fetched again")
+	}
+	g.Fetched(ctx, 0)
+	now = now.Add(20 * time.Millisecond)
+	if pickWithin(50 * time.Millisecond) {
+		t.Error("a pair fetched empty twice for one announcement was picked again, want it idle")
+	}
+}
