@@ -46,6 +46,7 @@ type Scheduler struct {
 	tenants map[string]*account
 	wake    chan struct{}
 	turn    uint64
+	bests   uint64 // calls of best: a tenant's score is computed once in each
 }
 
 type entry struct {
@@ -75,6 +76,9 @@ type account struct {
 	cost    float64   // the tenant's average CPU ms per job
 	active  int       // its active pairs
 	blocked time.Time // at max_running until then
+
+	score    float64 // usage per weight, as best computed it
+	scoredBy uint64  // the best call that computed score
 }
 
 // New returns a scheduler that knows no tenant yet.
@@ -276,7 +280,7 @@ func (s *Scheduler) best() (*entry, time.Time) {
 	var best *entry
 	var bestScore float64
 	var next time.Time
-	scores := map[string]float64{}
+	s.bests++
 	for _, e := range s.pairs {
 		if !e.active {
 			continue
@@ -288,11 +292,10 @@ func (s *Scheduler) best() (*entry, time.Time) {
 			}
 			continue
 		}
-		score, ok := scores[e.pair.Tenant]
-		if !ok {
-			score = s.decayed(a) / s.weight(e.pair.Tenant)
-			scores[e.pair.Tenant] = score
+		if a.scoredBy != s.bests {
+			a.score, a.scoredBy = s.decayed(a)/s.weight(e.pair.Tenant), s.bests
 		}
+		score := a.score
 		if best == nil || score < bestScore || score == bestScore && e.last < best.last {
 			best, bestScore = e, score
 		}

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,6 +71,49 @@ func BenchmarkFencing(b *testing.B) {
 				}
 				b.ReportMetric(4, "roundtrips/job")
 			})
+		})
+	}
+}
+
+// BenchmarkClaimsOnShards: a job's four lease round trips (claim, reserve with WAIT for a
+// replica, associate, settle) from 16 goroutines at once, on a Redis Cluster of one master and of
+// three (each with a replica): whether claims spread over the shards scale. Compare the two
+// ns/op of one run (`go test -bench ClaimsOnShards ./internal/lease/`).
+func BenchmarkClaimsOnShards(b *testing.B) {
+	for _, shards := range []int{1, 3} {
+		b.Run(strconv.Itoa(shards)+"-shards", func(b *testing.B) {
+			cl := testenv.StartCluster(b, shards, 5*time.Second)
+			s := lease.NewStore(cl.Client(), lease.Options{Prefix: "shards", TTL: 10 * time.Second, Replicas: 1})
+			ctx := b.Context()
+			if err := s.Init(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var n atomic.Int64
+			b.SetParallelism(8) // 16 goroutines on 2 cores: a worker's claim loops and slots
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := "job-" + strconv.FormatInt(n.Add(1), 10)
+					c, err := s.Claim(ctx, id, "w", lease.Delivery{Count: 1, QueuedAt: time.Now()})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					l := c.Lease
+					if err := l.Reserve(ctx, "sha256:x", "sha256:y", "namespace"); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := l.Associate(ctx, "sb"); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := l.Settled(ctx, "succeeded"); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 		})
 	}
 }
