@@ -134,7 +134,8 @@ func (s *Scheduler) Arrived(p queue.Pair) bool {
 	defer s.mu.Unlock()
 	e, ok := s.pairs[p]
 	if ok {
-		e.arrived = s.o.Now()
+		// A new announcement is fetched now, and may have its own recheck.
+		e.arrived, e.recheck = s.o.Now(), time.Time{}
 		s.activate(e)
 	}
 	return ok
