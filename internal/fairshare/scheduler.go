@@ -44,7 +44,8 @@ type Scheduler struct {
 	mu      sync.Mutex
 	pairs   map[queue.Pair]*entry
 	tenants map[string]*account
-	wake    chan struct{}
+	wake    chan struct{} // closed, and replaced, to wake every waiting pick
+	waiting int           // picks waiting on wake
 	turn    uint64
 	bests   uint64 // calls of best: a tenant's score is computed once in each
 }
@@ -58,6 +59,10 @@ type entry struct {
 	arrived time.Time // when a job of it was last announced
 	recheck time.Time // not picked before then: a fetch came short just after an announcement
 	checked time.Time // the announcement a recheck was scheduled for: one recheck each
+
+	// fetching: a grant of it is out, not yet Fetched. Another pick would fetch beside it and
+	// mostly come back empty; one fetch brings a job for every slot it was granted.
+	fetching bool
 }
 
 // The server counts a stored job in a consumer's backlog a moment after it announces it (its
@@ -93,7 +98,7 @@ func New(o Options) *Scheduler {
 		o.Now = time.Now
 	}
 	o.Logger = cmp.Or(o.Logger, slog.Default())
-	return &Scheduler{o: o, pairs: map[queue.Pair]*entry{}, tenants: map[string]*account{}, wake: make(chan struct{}, 1)}
+	return &Scheduler{o: o, pairs: map[queue.Pair]*entry{}, tenants: map[string]*account{}, wake: make(chan struct{})}
 }
 
 // Add makes p's consumer one the scheduler may pick, active: it may hold jobs. It reports false
@@ -155,10 +160,17 @@ func (s *Scheduler) activate(e *entry) {
 		}
 		a.active++
 	}
-	select {
-	case s.wake <- struct{}{}:
-	default:
+	s.wakeAll()
+}
+
+// wakeAll wakes every waiting pick: each looks again, and may find a pair of its own (a single
+// token would wake one, and leave the others holding their free slots); the caller holds mu.
+func (s *Scheduler) wakeAll() {
+	if s.waiting == 0 {
+		return
 	}
+	close(s.wake)
+	s.wake = make(chan struct{})
 }
 
 // idle marks e idle; the caller holds mu.
@@ -220,14 +232,20 @@ func (s *Scheduler) Pick(ctx context.Context, n int) (*Grant, error) {
 		s.mu.Lock()
 		e, next := s.best()
 		if e == nil {
+			wake := s.wake
+			s.waiting++
 			s.mu.Unlock()
-			if err := s.wait(ctx, next); err != nil {
+			err := s.wait(ctx, wake, next)
+			s.mu.Lock()
+			s.waiting--
+			s.mu.Unlock()
+			if err != nil {
 				return nil, err
 			}
 			continue
 		}
 		s.turn++
-		e.last = s.turn
+		e.last, e.fetching = s.turn, true
 		p, src := e.pair, e.src
 		s.mu.Unlock()
 
@@ -236,12 +254,13 @@ func (s *Scheduler) Pick(ctx context.Context, n int) (*Grant, error) {
 			tokens, err := s.o.Running.Acquire(ctx, p.Tenant, n, limit)
 			if err != nil {
 				if ctx.Err() != nil {
+					s.unfetch(e, false)
 					return nil, ctx.Err()
 				}
 				s.o.Logger.Warn("max_running", "tenant", p.Tenant, "err", err)
 			}
 			if len(tokens) == 0 {
-				s.block(p.Tenant)
+				s.unfetch(e, true)
 				continue
 			}
 			g.N, g.tokens = len(tokens), tokens
@@ -257,7 +276,7 @@ func (s *Scheduler) Pick(ctx context.Context, n int) (*Grant, error) {
 }
 
 // wait waits for an activation, a job's end, ctx's end or, when until is set, until then.
-func (s *Scheduler) wait(ctx context.Context, until time.Time) error {
+func (s *Scheduler) wait(ctx context.Context, wake <-chan struct{}, until time.Time) error {
 	var timer <-chan time.Time
 	if !until.IsZero() {
 		t := time.NewTimer(until.Sub(s.o.Now()))
@@ -265,7 +284,7 @@ func (s *Scheduler) wait(ctx context.Context, until time.Time) error {
 		timer = t.C
 	}
 	select {
-	case <-s.wake:
+	case <-wake:
 	case <-timer:
 	case <-ctx.Done():
 		return ctx.Err()
@@ -283,7 +302,7 @@ func (s *Scheduler) best() (*entry, time.Time) {
 	var next time.Time
 	s.bests++
 	for _, e := range s.pairs {
-		if !e.active {
+		if !e.active || e.fetching {
 			continue
 		}
 		a := s.account(e.pair.Tenant)
@@ -312,10 +331,15 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-func (s *Scheduler) block(tenant string) {
+// unfetch ends e's grant that fetched nothing, its tenant at max_running when block.
+func (s *Scheduler) unfetch(e *entry, block bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.account(tenant).blocked = s.o.Now().Add(s.o.Blocked)
+	e.fetching = false
+	if block {
+		s.account(e.pair.Tenant).blocked = s.o.Now().Add(s.o.Blocked)
+	}
+	s.wakeAll()
 }
 
 // Fetched says the fetch brought got of g's N jobs. Fewer than N means the consumer has no more
@@ -327,10 +351,14 @@ func (g *Grant) Fetched(ctx context.Context, got int) []*Job {
 	a := s.account(g.Pair.Tenant)
 	s.decayed(a)
 	a.usage = max(0, a.usage-g.cost*float64(g.N-got))
-	if e := s.pairs[g.Pair]; e != nil && got < g.N {
-		if e.arrived.After(g.picked.Add(-announceLag)) && !e.checked.Equal(e.arrived) {
+	if e := s.pairs[g.Pair]; e != nil {
+		e.fetching = false
+		switch {
+		case got == g.N:
+			s.wakeAll() // more may wait: a pick waiting for it may have slots
+		case e.arrived.After(g.picked.Add(-announceLag)) && !e.checked.Equal(e.arrived):
 			e.checked, e.recheck = e.arrived, s.o.Now().Add(recheckAfter)
-		} else {
+		default:
 			s.idle(e)
 		}
 	}
@@ -385,9 +413,8 @@ func (j *Job) Done(ctx context.Context, cpuMS int64) {
 				s.o.Logger.Warn("max_running", "tenant", j.tenant, "err", err)
 			}
 		}
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+		s.mu.Lock()
+		s.wakeAll()
+		s.mu.Unlock()
 	})
 }

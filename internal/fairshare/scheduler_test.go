@@ -173,25 +173,25 @@ func TestPickWaitsForAnArrival(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Fetched(ctx, 0) // empty: a goes idle
-	picked := make(chan queue.Pair)
+	picked := make(chan *fairshare.Grant)
 	go func() {
 		g, err := s.Pick(ctx, 1)
 		if err == nil {
-			picked <- g.Pair
+			picked <- g
 		}
 		close(picked)
 	}()
 	select {
-	case p := <-picked:
-		t.Fatalf("Pick() = %v with every consumer idle, want it to wait", p)
+	case g := <-picked:
+		t.Fatalf("Pick() = %v with every consumer idle, want it to wait", g.Pair)
 	case <-time.After(50 * time.Millisecond):
 	}
 	s.Arrived(pair("a"))
-	p, ok := <-picked
-	if p != pair("a") {
-		t.Fatalf("Pick() after the arrival = %v, %v; want a", p, ok)
+	g, ok := <-picked
+	if !ok || g.Pair != pair("a") {
+		t.Fatalf("Pick() after the arrival = %v; want a", ok)
 	}
-	// a is active still (nothing fetched says otherwise): drain it idle again.
+	g.Fetched(ctx, 1) // the whole grant: a may hold more
 	g, err = s.Pick(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
