@@ -81,14 +81,15 @@ func BenchmarkFencing(b *testing.B) {
 // ns/op of one run (`go test -bench ClaimsOnShards ./internal/lease/`).
 func BenchmarkClaimsOnShards(b *testing.B) {
 	for _, shards := range []int{1, 3} {
+		// Started once: b.Run calls its function again for each b.N it tries.
+		cl := testenv.StartCluster(b, shards, 5*time.Second)
+		s := lease.NewStore(cl.Client(), lease.Options{Prefix: "shards", TTL: 10 * time.Second, Replicas: 1})
+		if err := s.Init(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		var n atomic.Int64
 		b.Run(strconv.Itoa(shards)+"-shards", func(b *testing.B) {
-			cl := testenv.StartCluster(b, shards, 5*time.Second)
-			s := lease.NewStore(cl.Client(), lease.Options{Prefix: "shards", TTL: 10 * time.Second, Replicas: 1})
 			ctx := b.Context()
-			if err := s.Init(ctx); err != nil {
-				b.Fatal(err)
-			}
-			var n atomic.Int64
 			b.SetParallelism(8) // 16 goroutines on 2 cores: a worker's claim loops and slots
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
