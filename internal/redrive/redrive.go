@@ -218,15 +218,7 @@ func (s *Service) Execute(ctx context.Context, run job.RedriveRun, pos position)
 				case <-time.After(time.Until(next)):
 					wait = false
 				case <-renew.C:
-					held, stopped, err := s.progress(ctx, run, pos)
-					switch {
-					case err != nil:
-						s.log.Warn("save redrive run", "run", run.ID, "err", err)
-					case !held:
-						s.log.Warn("redrive run taken over by another worker", "run", run.ID)
-						return
-					case stopped:
-						s.end(ctx, run, job.RunStopped, nil)
+					if !s.keep(ctx, run, pos) {
 						return
 					}
 				case <-ctx.Done():
@@ -250,15 +242,7 @@ func (s *Service) Execute(ctx context.Context, run job.RedriveRun, pos position)
 			}
 			run.Updated = time.Now().UTC()
 			pos.Done = i + 1
-			held, stopped, err := s.progress(ctx, run, pos)
-			switch {
-			case err != nil:
-				s.log.Warn("save redrive run", "run", run.ID, "err", err)
-			case !held:
-				s.log.Warn("redrive run taken over by another worker", "run", run.ID)
-				return
-			case stopped:
-				s.end(ctx, run, job.RunStopped, nil)
+			if !s.keep(ctx, run, pos) {
 				return
 			}
 		}
@@ -291,6 +275,24 @@ if ARGV[4] ~= '' then
 end
 redis.call('DEL', KEYS[2])
 return 1`)
+
+// keep saves run's progress and renews its hold, and reports whether to go on: not when another
+// worker took the run over, nor when it was asked to stop (then it ends stopped). A failed write
+// is logged, and the run goes on: the next write renews the hold.
+func (s *Service) keep(ctx context.Context, run job.RedriveRun, pos position) bool {
+	held, stopped, err := s.progress(ctx, run, pos)
+	switch {
+	case err != nil:
+		s.log.Warn("save redrive run", "run", run.ID, "err", err)
+	case !held:
+		s.log.Warn("redrive run taken over by another worker", "run", run.ID)
+		return false
+	case stopped:
+		s.end(ctx, run, job.RunStopped, nil)
+		return false
+	}
+	return true
+}
 
 // progress saves run and pos while this service holds the run, and reports whether it still does
 // and whether the run was asked to stop, in one round trip.
