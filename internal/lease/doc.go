@@ -65,7 +65,9 @@
 // undispatched. A reservation a replica holds survives the failover that promotes it (Sentinel
 // and Cluster both prefer the replica with the most of the stream), and its job settles unknown
 // rather than run again. The release itself may be lost: then the job settles unknown, never
-// twice. Debian's Redis 7.0 has no WAITAOF; AOF on the replicas covers a crash of both.
+// twice. Its holder retries it for the settle budget, also after the lease ran out (a failover
+// that outlasts the TTL): release.lua accepts it while the record still carries the holder's
+// generation, which every claim raises, and no sandbox was associated. Debian's Redis 7.0 has no WAITAOF; AOF on the replicas covers a crash of both.
 //
 // # Trust window
 //

@@ -380,7 +380,9 @@ func (l *Lease) Settled(ctx context.Context, status string) error {
 }
 
 // Release gives the lease up before any dispatch; failed counts a pre-dispatch failure. It
-// returns the failures counted so far.
+// returns the failures counted so far. It may be called after the lease ran out, and succeeds
+// while no claim followed and no sandbox was associated: the holder alone knows that nothing
+// entered a sandbox, and without the release the job would settle unknown.
 func (l *Lease) Release(ctx context.Context, failed bool) (int, error) {
 	f := 0
 	if failed {

@@ -48,6 +48,7 @@ var suite = []struct {
 	{"ClaimModes", testClaimModes},
 	{"GenerationFences", testGenerationFences},
 	{"ReleaseCountsFailures", testReleaseCountsFailures},
+	{"ReleaseAfterTheLeaseRanOut", testReleaseAfterTheLeaseRanOut},
 	{"SettleIsFenced", testSettleIsFenced},
 	{"AdoptOnlyMovesForward", testAdoptOnlyMovesForward},
 	{"LeaseIsSafeForConcurrentUse", testLeaseIsSafeForConcurrentUse},
@@ -190,6 +191,51 @@ func testReleaseCountsFailures(t *testing.T, newStore newStoreFunc) {
 		if err != nil || got != want {
 			t.Fatalf("Release() = %d, %v; want %d", got, err, want)
 		}
+	}
+}
+
+// A failover can outlast a lease whose holder reserved and then could not associate or
+// release: the holder still knows nothing entered a sandbox, and may withdraw the reservation
+// while no claim followed, so that the job runs rather than settle unknown.
+func testReleaseAfterTheLeaseRanOut(t *testing.T, newStore newStoreFunc) {
+	s, expire := newStore(t)
+	ctx := t.Context()
+	cases := []struct {
+		name    string
+		between func(t *testing.T, id string) // after the lease ran out, before the release
+		assoc   bool                          // the holder associated a sandbox first
+		wantErr bool
+		want    lease.Mode // the next claim's mode
+	}{
+		{name: "no claim since: withdrawn", between: func(*testing.T, string) {}, want: lease.ModeRun},
+		{name: "claimed since: fenced", between: func(t *testing.T, id string) {
+			claim(t, s, id, "w2", lease.Delivery{Count: 2, QueuedAt: time.Now()})
+			expire(t, id)
+		}, wantErr: true, want: lease.ModeUnknown},
+		{name: "associated: fenced", assoc: true, between: func(*testing.T, string) {}, wantErr: true, want: lease.ModeUnknown},
+	}
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := "ranout-" + strconv.Itoa(i)
+			l := claim(t, s, id, "w1", lease.Delivery{}).Lease
+			if err := l.Reserve(ctx, "p", "d", "namespace"); err != nil {
+				t.Fatal(err)
+			}
+			if c.assoc {
+				if err := l.Associate(ctx, "sb"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			expire(t, id)
+			c.between(t, id)
+			_, err := l.Release(ctx, true)
+			if c.wantErr != errors.Is(err, lease.ErrLost) || (!c.wantErr && err != nil) {
+				t.Errorf("Release() error = %v, want ErrLost %v", err, c.wantErr)
+			}
+			if got := claim(t, s, id, "w3", lease.Delivery{Count: 3, QueuedAt: time.Now()}); got.Mode != c.want {
+				t.Errorf("next Claim().Mode = %s, want %s", got.Mode, c.want)
+			}
+		})
 	}
 }
 

@@ -239,12 +239,9 @@ func (r *Runner) run(ctx, leaseCtx context.Context, a *attempt, failures int) {
 		return
 	}
 	if err := a.lease.Associate(ctx, sb.ID()); err != nil {
-		derr := destroy(ctx, sb)
-		if errors.Is(err, lease.ErrLost) {
-			a.log.Warn("lease lost before dispatch", "err", err, "destroy_err", derr)
-			return
-		}
-		r.release(leaseCtx, a, errors.Join(err, derr))
+		// Also when the lease is lost: nothing entered the sandbox, and release.lua judges
+		// whether the reservation is still this attempt's to withdraw.
+		r.release(leaseCtx, a, errors.Join(err, destroy(ctx, sb)))
 		return
 	}
 	r.phase("associated")
@@ -273,9 +270,8 @@ func (r *Runner) take(ctx context.Context, a *attempt, shape sandbox.Shape, j sa
 }
 
 // reserve retries a reservation whose reply was lost; it is idempotent for its holder. When it
-// gives up, the job may be recorded as reserved: it is left for redelivery, which settles it
-// unknown, and is not dispatched here. A reservation no replica acknowledged is released: a
-// failover could lose it, and nothing was dispatched.
+// gives up, it releases the job: the reservation may be stored all the same (a reply lost, too
+// few replicas), and only this attempt knows that nothing was dispatched.
 func (r *Runner) reserve(ctx, leaseCtx context.Context, a *attempt, payloadSHA, profileDigest string) error {
 	var err error
 	for try := range 3 {
@@ -284,13 +280,8 @@ func (r *Runner) reserve(ctx, leaseCtx context.Context, a *attempt, payloadSHA, 
 		}
 		time.Sleep(time.Duration(try+1) * 100 * time.Millisecond)
 	}
-	if errors.Is(err, lease.ErrNotReplicated) {
-		r.release(leaseCtx, a, err)
-		return err
-	}
 	if err != nil {
-		a.log.Error("reserve dispatch; not dispatching", "err", err)
-		_ = a.m.NakWithDelay(time.Second)
+		r.release(leaseCtx, a, err)
 	}
 	return err
 }

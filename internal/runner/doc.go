@@ -10,8 +10,10 @@
 //   - A delivery whose claim says unknown or record_lost settles unknown and never runs.
 //   - The heartbeat extends the lease and signals progress to JetStream; when the lease's trust
 //     window closes it kills the sandbox, and the job's context carries errLeaseLost, after which
-//     the runner writes nothing more of the job. The window is watched by its own timer on the
-//     monotonic clock, so a Redis that never answers cannot keep a sandbox past it.
+//     the runner writes nothing more of the job but, when nothing was dispatched, the release
+//     of its own reservation, which release.lua refuses once another claim followed. The window
+//     is watched by its own timer on the monotonic clock, so a Redis that never answers cannot
+//     keep a sandbox past it.
 //   - The heartbeat runs until the attempt gives its lease up (settled, released) or loses it, not
 //     until the job's context ends: a job stopped by a cancel or a shutdown keeps its lease through
 //     the kill, the artifact upload, the destroy and the settlement, however much longer than the

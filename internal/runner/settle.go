@@ -169,14 +169,27 @@ func peekRedriveOf(body []byte) string {
 }
 
 // release gives up a job before dispatch, counting a failure, and asks for redelivery after a
-// backoff. A job out of tries settles error.
+// backoff. A job out of tries settles error. The release is retried for the settle budget and
+// outlives a lost lease (lease.Release): a Redis failover longer than the lease's TTL would
+// otherwise settle unknown a job that never ran.
 func (r *Runner) release(leaseCtx context.Context, a *attempt, cause error) {
-	sctx, cancel := r.settleCtx(leaseCtx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(leaseCtx), r.o.SettleWait)
 	defer cancel()
 	a.stopHeartbeat()
-	failures, err := a.lease.Release(sctx, true)
-	if err != nil {
-		a.log.Error("release", "err", err, "cause", cause)
+	failures, err := a.lease.Release(ctx, true)
+	for wait := 100 * time.Millisecond; err != nil && !errors.Is(err, lease.ErrLost) && ctx.Err() == nil; wait = min(2*wait, 2*time.Second) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+			failures, err = a.lease.Release(ctx, true)
+		}
+	}
+	switch {
+	case errors.Is(err, lease.ErrLost):
+		a.log.Warn("lease lost before dispatch", "err", err, "cause", cause)
+		return
+	case err != nil:
+		a.log.Error("release; a reservation left behind settles the job unknown", "err", err, "cause", cause)
 		return
 	}
 	a.log.Warn("pre-dispatch failure", "err", cause, "failures", failures)
