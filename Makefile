@@ -16,7 +16,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## write bin/worker (with the small sandbox supervisor embedded), bin/submit and bin/gateway
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o cmd/worker/runfleet-supervisor ./internal/supervise/nsinit
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o cmd/worker/runfleet-supervisor ./internal/supervise/sandboxinit
 	CGO_ENABLED=0 $(GO) build -tags runfleet_supervisor -ldflags "-X main.version=$(VERSION)" -o bin/worker ./cmd/worker
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/submit ./cmd/submit
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o bin/gateway ./cmd/gateway

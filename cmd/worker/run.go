@@ -256,8 +256,14 @@ func run(sigs <-chan os.Signal, args []string, getenv func(string) string, stder
 	case "docker":
 		// No container outlives its longest wait in the pool and the largest timeout: each carries
 		// that deadline, which every worker's reaper honours.
-		p, err := docker.New(startCtx, docker.Options{Fleet: c.prefix, Worker: c.id, DispatchLog: dlog, Logger: log,
-			Lifetime: c.warmMaxAge + c.maxTimeout + time.Minute})
+		o := docker.Options{Fleet: c.prefix, Worker: c.id, DispatchLog: dlog, Logger: log,
+			Lifetime: c.warmMaxAge + c.maxTimeout + time.Minute}
+		if len(supervisorBin) > 0 {
+			if o.InitBinary, err = supervise.PrivateCopy(bytes.NewReader(supervisorBin), supervise.DefaultDir); err != nil {
+				return fmt.Errorf("--provider docker: container init: %w", err)
+			}
+		}
+		p, err := docker.New(startCtx, o)
 		if err != nil {
 			return fmt.Errorf("--provider docker: %w", err)
 		}

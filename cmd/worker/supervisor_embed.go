@@ -4,7 +4,8 @@ package main
 
 import _ "embed"
 
-// supervisorBin is the namespace provider's small static supervisor (internal/supervise/nsinit),
+// supervisorBin is the sandboxes' small static supervisor and container init
+// (internal/supervise/sandboxinit),
 // built by `make build` next to this file before the worker.
 //
 //go:embed runfleet-supervisor

@@ -25,6 +25,7 @@ import (
 	"github.com/runfleet/runfleet/internal/pool"
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/docker"
+	"github.com/runfleet/runfleet/internal/providers/docker/containerinit"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
 	"github.com/runfleet/runfleet/internal/runner"
 	"github.com/runfleet/runfleet/internal/sandbox"
@@ -34,7 +35,7 @@ import (
 
 func TestMain(m *testing.M) {
 	namespace.Init()
-	docker.Init()
+	containerinit.Init()
 	goleak.VerifyTestMain(m)
 }
 

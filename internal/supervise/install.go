@@ -1,7 +1,7 @@
 // Package supervise installs the small programs a sandbox starts before its job: an
 // execute-only copy, named by its content, in a directory only root can write, checked before
-// each use (see [PrivateCopy]). The namespace provider's supervisor is built from
-// internal/supervise/nsinit.
+// each use (see [PrivateCopy]). The sandboxes' supervisor and container init is built
+// from internal/supervise/sandboxinit.
 package supervise
 
 import (

@@ -86,8 +86,9 @@ func (b *Buffer) String() string {
 
 // BuildProgram builds the module's package pkg (say "cmd/worker") into dir with build tags, for
 // tests that run the real program, and returns the binary's path. It is meant for TestMain. The
-// binary is static (CGO_ENABLED=0), as a release is: the Docker provider runs the worker's
-// executable as its containers' init and refuses a dynamic one.
+// binary is static (CGO_ENABLED=0), as a release is: a worker built without the embedded sandbox
+// init runs its own executable as its containers' init, and the Docker provider refuses a
+// dynamic one.
 func BuildProgram(dir, pkg string, tags ...string) (string, error) {
 	bin := filepath.Join(dir, filepath.Base(pkg))
 	args := []string{"build", "-o", bin}
@@ -106,9 +107,9 @@ func BuildProgram(dir, pkg string, tags ...string) (string, error) {
 // envDockerInit hands a test process's static worker to the child processes it starts.
 const envDockerInit = "RUNFLEET_TEST_DOCKER_INIT"
 
-// DockerInit is a static worker executable for the Docker provider's Options.InitBinary: a test
-// binary is dynamically linked when cgo is on (always with -race), and the provider refuses such
-// an init. It is built once per test process, into a directory of this source tree's (so that
+// DockerInit is the small sandbox init (internal/supervise/sandboxinit), the one a built worker
+// embeds, for the Docker provider's Options.InitBinary: a test binary is dynamically linked when
+// cgo is on (always with -race), and the provider refuses such an init. It is built once per test process, into a directory of this source tree's (so that
 // test processes of one tree share it and never take another tree's), and handed to child
 // processes through the environment.
 var DockerInit = sync.OnceValues(func() (string, error) {
@@ -128,12 +129,12 @@ var DockerInit = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	defer os.RemoveAll(tmp)
-	built, err := BuildProgram(tmp, "cmd/worker")
+	built, err := BuildProgram(tmp, "internal/supervise/sandboxinit")
 	if err != nil {
 		return "", err
 	}
 	// Renamed whole into place: test processes that build at once each see a complete binary.
-	bin := filepath.Join(dir, "worker")
+	bin := filepath.Join(dir, "sandboxinit")
 	if err := os.Rename(built, bin); err != nil {
 		return "", err
 	}

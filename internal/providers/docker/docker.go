@@ -44,6 +44,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/runfleet/runfleet/internal/profile"
+	"github.com/runfleet/runfleet/internal/providers/docker/containerinit"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/supervise"
 )
@@ -250,10 +251,10 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 	created, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config: &container.Config{
 			Image:      shape.Profile.Image,
-			Entrypoint: []string{initPath},
+			Entrypoint: []string{containerinit.Path},
 			Cmd:        shape.Profile.Interpreter,
-			Env:        append(append(sandbox.BaseEnv(), initEnv...), envUser+"="+p.uid+":"+p.gid),
-			// The init runs as root with initCaps, a uid the program (started as p.o.User) cannot
+			Env:        append(append(sandbox.BaseEnv(), containerinit.Env...), containerinit.EnvUser+"="+p.uid+":"+p.gid),
+			// The init runs as root with containerinit.Caps, a uid the program (started as p.o.User) cannot
 			// signal or trace.
 			User:            "0:0",
 			WorkingDir:      "/workspace",
@@ -271,14 +272,14 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 		HostConfig: &container.HostConfig{
 			NetworkMode:    "none",
 			CapDrop:        []string{"ALL"},
-			CapAdd:         initCaps,
+			CapAdd:         containerinit.Caps,
 			SecurityOpt:    []string{"no-new-privileges", "seccomp=" + p.seccomp},
 			ReadonlyRootfs: true,
 			Tmpfs: map[string]string{
 				"/workspace": fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=0700,uid=%s,gid=%s", ws, p.uid, p.gid),
 				"/tmp":       fmt.Sprintf("rw,nosuid,nodev,size=%d,mode=1777", tmp),
 			},
-			Mounts:    []mount.Mount{{Type: mount.TypeBind, Source: p.init, Target: initPath, ReadOnly: true}},
+			Mounts:    []mount.Mount{{Type: mount.TypeBind, Source: p.init, Target: containerinit.Path, ReadOnly: true}},
 			LogConfig: container.LogConfig{Type: "none"},
 			Resources: container.Resources{
 				CgroupParent: p.cg.parent(name),
@@ -473,12 +474,12 @@ func (s *containerSandbox) Run(ctx context.Context, stdin io.Reader, stdout, std
 	var wg sync.WaitGroup
 	marker := newMarker()
 	wg.Go(func() {
-		if err := writeFrame(s.attach.Conn, frameHold, marker); err != nil {
+		if err := containerinit.WriteFrame(s.attach.Conn, containerinit.FrameHold, marker); err != nil {
 			return
 		}
 		// The attach stays open after the payload: its close is what tells the init the worker is gone.
 		if _, err := io.Copy(frameWriter{s.attach.Conn}, stdin); err == nil {
-			_ = writeFrame(s.attach.Conn, frameClose, nil)
+			_ = containerinit.WriteFrame(s.attach.Conn, containerinit.FrameClose, nil)
 		}
 	})
 	// The kill runs beside the demultiplexer: the daemon finishes a kill only once the attached

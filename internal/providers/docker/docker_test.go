@@ -1,6 +1,7 @@
 package docker_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"io"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/runfleet/runfleet/internal/profile"
 	"github.com/runfleet/runfleet/internal/providers/docker"
+	"github.com/runfleet/runfleet/internal/providers/docker/containerinit"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/sandbox/providertest"
 	"github.com/runfleet/runfleet/internal/testenv"
@@ -31,7 +33,7 @@ func image() string {
 }
 
 func TestMain(m *testing.M) {
-	docker.Init()
+	containerinit.Init()
 	providertest.ChildMain(func(ctx context.Context) (providertest.Env, func(), error) {
 		initBin, err := testenv.DockerInit()
 		if err != nil {
@@ -62,11 +64,11 @@ func newProviderLogged(t testing.TB, path string) (*docker.Provider, profile.Set
 	return newProviderWith(t, docker.Options{Fleet: fleet, Worker: "providertest", DispatchLog: sandbox.DispatchLog{Path: path}})
 }
 
-// newProviderWith starts a provider with o, its init the tests' static worker, closed with the
+// newProviderWith starts a provider with o, its init by default the small sandbox init, closed with the
 // test, and resolves the built-in profiles; it skips outside CI without a daemon or the image.
 func newProviderWith(t testing.TB, o docker.Options) (*docker.Provider, profile.Set) {
 	t.Helper()
-	o.InitBinary = staticInit(t)
+	o.InitBinary = cmp.Or(o.InitBinary, staticInit(t))
 	p, err := docker.New(t.Context(), o)
 	if err != nil {
 		testenv.Missing(t, "docker daemon: %v", err)
@@ -288,6 +290,23 @@ func BenchmarkSteps(b *testing.B) {
 	e := providertest.Env{Provider: p, Profiles: profiles}
 	b.Run("python3", func(b *testing.B) { providertest.BenchSteps(b, e, "python3", "pass") })
 	b.Run("nodejs", func(b *testing.B) { providertest.BenchSteps(b, e, "nodejs", "0") })
+}
+
+// BenchmarkInit: a container's steps with each init a worker may run, one after the other: the
+// worker's own static executable (a worker built by `go install`) and the small sandbox init that
+// `make build` embeds.
+// go test -run '^$' -bench Init -benchtime 30x ./internal/providers/docker/
+func BenchmarkInit(b *testing.B) {
+	worker, err := testenv.BuildProgram(b.TempDir(), "cmd/worker")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct{ name, bin string }{{"worker", worker}, {"sandboxinit", staticInit(b)}} {
+		b.Run(c.name, func(b *testing.B) {
+			p, profiles := newProviderWith(b, docker.Options{Fleet: fleet, Worker: "providertest", InitBinary: c.bin})
+			providertest.BenchSteps(b, providertest.Env{Provider: p, Profiles: profiles}, "python3", "pass")
+		})
+	}
 }
 
 // TestMachineryOutOfStderr: a container init that fails while the program runs (here: on a

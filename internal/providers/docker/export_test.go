@@ -3,13 +3,14 @@ package docker
 import (
 	"sync"
 
+	"github.com/runfleet/runfleet/internal/providers/docker/containerinit"
 	"github.com/runfleet/runfleet/internal/sandbox"
 )
 
 // BreakInit sends sb's init a frame of no known kind: the init fails on it, as on a crash, and
 // ends its container without reporting the program's end.
 func BreakInit(sb sandbox.Sandbox) error {
-	return writeFrame(sb.(*containerSandbox).attach.Conn, 'X', nil)
+	return containerinit.WriteFrame(sb.(*containerSandbox).attach.Conn, 'X', nil)
 }
 
 // BlockRemovals holds p's container removals until release is called.

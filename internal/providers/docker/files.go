@@ -23,37 +23,17 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/runfleet/runfleet/internal/providers/docker/containerinit"
 	"github.com/runfleet/runfleet/internal/sandbox"
 	"github.com/runfleet/runfleet/internal/sandbox/cgstat"
 )
 
 // A container's /workspace is a tmpfs: it lives as long as the container, and the daemon's
 // archive API does not see into it. So the init holds the container after the program ended
-// (see [frameHold]) and the worker reads the files through an exec of the init as a collector,
+// (see containerinit.FrameHold) and the worker reads the files through an exec of the init as a collector,
 // which writes them as a tar stream.
 
 var _ sandbox.FileReader = (*containerSandbox)(nil)
-
-// collectArg, after initPath, makes the init binary the collector.
-const collectArg = "--runfleet-collect"
-
-// holdMarker is the marker a hold frame brought, once.
-type holdMarker struct {
-	mu sync.Mutex
-	m  []byte
-}
-
-func (h *holdMarker) set(m []byte) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.m = m
-}
-
-func (h *holdMarker) get() []byte {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.m
-}
 
 // newMarker is a marker the program cannot guess: it starts with NUL, which output rarely holds,
 // so that almost nothing is held back waiting to tell it from output.
@@ -145,7 +125,7 @@ func (s *containerSandbox) ReadFiles(ctx context.Context, match func(string) boo
 		return fmt.Errorf("read %s: %w", s.id, sandbox.ErrWorkspaceGone)
 	}
 	ex, err := s.p.c.ExecCreate(ctx, s.id, client.ExecCreateOptions{User: s.p.o.User, AttachStdout: true, AttachStderr: true,
-		WorkingDir: "/", Cmd: []string{initPath, collectArg}})
+		WorkingDir: "/", Cmd: []string{containerinit.Path, containerinit.CollectArg}})
 	if err != nil {
 		return fmt.Errorf("read %s: collector: %w", s.id, err)
 	}
@@ -193,7 +173,7 @@ func readTar(tr *tar.Reader, match func(string) bool, fn func(string, int64, io.
 		if err != nil {
 			return err
 		}
-		if h.Typeflag == tar.TypeXGlobalHeader && h.PAXRecords[paxWalkBound] != "" {
+		if h.Typeflag == tar.TypeXGlobalHeader && h.PAXRecords[containerinit.PAXWalkBound] != "" {
 			bound = true
 			continue
 		}
@@ -207,36 +187,6 @@ func readTar(tr *tar.Reader, match func(string) bool, fn func(string, int64, io.
 		}
 	}
 }
-
-// collect is the collector: every regular file of /workspace, in path order, as a tar stream on
-// out. It runs in the container as the sandbox user, after the program and its processes ended.
-func collect(out, errOut io.Writer) int {
-	tw := tar.NewWriter(out)
-	err := sandbox.WalkFiles(context.Background(), "/workspace", func(string) bool { return true }, func(p string, size int64, r io.Reader) error {
-		if err := tw.WriteHeader(&tar.Header{Name: p, Size: size, Mode: 0o644, Typeflag: tar.TypeReg, Format: tar.FormatPAX}); err != nil {
-			return err
-		}
-		_, err := io.Copy(tw, r)
-		return err
-	})
-	if errors.Is(err, sandbox.ErrWalkBound) {
-		// The stream of the files before the bound is complete: say where it ends, in an entry
-		// no file of the workspace can make.
-		err = tw.WriteHeader(&tar.Header{Typeflag: tar.TypeXGlobalHeader, PAXRecords: map[string]string{paxWalkBound: "1"}, Format: tar.FormatPAX})
-	}
-	if err == nil {
-		err = tw.Close()
-	}
-	if err != nil {
-		fmt.Fprintln(errOut, "collect:", err)
-		return 1
-	}
-	return 0
-}
-
-// paxWalkBound is the record of the collector's last entry when its walk reached
-// [sandbox.ErrWalkBound].
-const paxWalkBound = "RUNFLEET.walk_bound"
 
 // limitedBuffer keeps the first n bytes written to it.
 type limitedBuffer struct {

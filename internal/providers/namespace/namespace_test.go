@@ -100,12 +100,12 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-// smallSupervisor builds the static supervisor of internal/supervise/nsinit and copies it
+// smallSupervisor builds the static supervisor of internal/supervise/sandboxinit and copies it
 // privately, as a worker built by the Makefile does.
 func smallSupervisor(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
-	bin, err := testenv.BuildProgram(dir, "internal/supervise/nsinit")
+	bin, err := testenv.BuildProgram(dir, "internal/supervise/sandboxinit")
 	if err != nil {
 		t.Fatal(err)
 	}

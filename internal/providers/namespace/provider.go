@@ -54,7 +54,7 @@ type Options struct {
 	EtcDir      string // passwd, group, subuid and subgid, checked against the uid range; default /etc
 	DispatchLog sandbox.DispatchLog
 	// Supervisor is the executable each sandbox starts as its supervisor: a program whose main
-	// calls [Init] first, such as the small static one of internal/supervise/nsinit, kept where
+	// calls [Init] first, such as the small static one of internal/supervise/sandboxinit, kept where
 	// only root writes (supervise.PrivateCopy). Default: this process's own executable,
 	// re-executed, which costs a large binary's start-up in every sandbox.
 	Supervisor string
