@@ -34,6 +34,8 @@ type cgroups interface {
 
 type cgroup interface {
 	add(pid int) error
+	// open returns the cgroup's directory for clone3's CLONE_INTO_CGROUP (v2), or nil (v1).
+	open() (*os.File, error)
 	// set replaces the limits: a waiting sandbox's by its job's.
 	set(l limits) error
 	// mark starts the measure that stats reports: the job's use, not the waiting sandbox's.
@@ -200,6 +202,8 @@ func (g *cgroupV1) add(pid int) error {
 	return nil
 }
 
+func (g *cgroupV1) open() (*os.File, error) { return nil, nil }
+
 func (g *cgroupV1) mark() { g.meter.Mark() }
 
 func (g *cgroupV1) stats() cgstat.Stats { return g.meter.Read() }
@@ -220,7 +224,8 @@ func (g *cgroupV1) remove() error {
 // into a leaf first, because cgroup v2 enables controllers for children only of a cgroup that
 // holds no processes itself.
 type cgroupsV2 struct {
-	dir string
+	dir       string
+	cloneInto bool // the kernel has CLONE_INTO_CGROUP (5.7)
 }
 
 func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
@@ -262,7 +267,7 @@ func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
 			return nil, fmt.Errorf("enable controllers in %s: %w", dir, err)
 		}
 	}
-	return &cgroupsV2{dir: dir}, nil
+	return &cgroupsV2{dir: dir, cloneInto: kernelAtLeast(5, 7)}, nil
 }
 
 // moveProcs moves every process of the cgroup from into the cgroup to: a delegated cgroup (a
@@ -310,7 +315,7 @@ func (c *cgroupsV2) create(name string, l limits) (cgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	g := &cgroupV2{dir: dir, meter: cgstat.NewV2(dir)}
+	g := &cgroupV2{dir: dir, meter: cgstat.NewV2(dir), cloneInto: c.cloneInto}
 	if err := g.set(l); err != nil {
 		_ = g.remove()
 		return nil, err
@@ -319,8 +324,9 @@ func (c *cgroupsV2) create(name string, l limits) (cgroup, error) {
 }
 
 type cgroupV2 struct {
-	dir   string
-	meter *cgstat.Meter
+	dir       string
+	meter     *cgstat.Meter
+	cloneInto bool
 }
 
 func (g *cgroupV2) set(l limits) error {
@@ -343,6 +349,19 @@ func (g *cgroupV2) set(l limits) error {
 
 func (g *cgroupV2) add(pid int) error {
 	return writeFile(filepath.Join(g.dir, "cgroup.procs"), strconv.Itoa(pid))
+}
+
+// open: a process cloned into the cgroup is never outside it, and the kernel need not move it
+// (a move takes a lock that every fork of the host waits on).
+func (g *cgroupV2) open() (*os.File, error) {
+	if !g.cloneInto {
+		return nil, nil
+	}
+	f, err := os.OpenFile(g.dir, os.O_RDONLY|syscall.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup: %w", err)
+	}
+	return f, nil
 }
 
 // mark resets memory.peak on Linux 6.12 and later; before, a job's peak includes its sandbox's start.
@@ -400,4 +419,17 @@ func reapDead(parents []string) (int, error) {
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// kernelAtLeast reports whether the running kernel's release is major.minor or later.
+func kernelAtLeast(major, minor int) bool {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return false
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }

@@ -309,6 +309,14 @@ func (s *nsSandbox) start(ctx context.Context) error {
 		// lifeline pipe ends the sandbox when the worker is gone.
 		SysProcAttr: &syscall.SysProcAttr{Cloneflags: cloneFlags},
 	}
+	into, err := s.cg.open()
+	if err != nil {
+		return err
+	}
+	if into != nil {
+		defer into.Close()
+		s.cmd.SysProcAttr.UseCgroupFD, s.cmd.SysProcAttr.CgroupFD = true, int(into.Fd())
+	}
 	if err := s.cmd.Start(); err != nil {
 		return fmt.Errorf("start supervisor: %w", err)
 	}
@@ -322,8 +330,10 @@ func (s *nsSandbox) start(ctx context.Context) error {
 	}
 	child = nil
 	// The supervisor blocks on its config until it is in the cgroup, so nothing escapes the limits.
-	if err := s.cg.add(s.cmd.Process.Pid); err != nil {
-		return err
+	if into == nil {
+		if err := s.cg.add(s.cmd.Process.Pid); err != nil {
+			return err
+		}
 	}
 	cfg := initConfig{
 		MountPoint:     s.mountPoint,
