@@ -21,6 +21,7 @@ import (
 	"github.com/runfleet/runfleet/internal/providers/docker"
 	"github.com/runfleet/runfleet/internal/providers/namespace"
 	"github.com/runfleet/runfleet/internal/sandbox"
+	"github.com/runfleet/runfleet/internal/supervise"
 	"github.com/runfleet/runfleet/internal/testenv"
 	"github.com/runfleet/runfleet/job"
 )
@@ -212,21 +213,30 @@ func bwrapArgv(b *testing.B) []string {
 
 // BenchmarkFleetNamespace prints, in one run, trivial python3 jobs through the whole fleet
 // (JetStream, Redis, runner, namespace provider) with the pool off and on, beside a bare bwrap
-// loop and the provider's own create/run/destroy loop, as ratios to the bwrap loop.
+// loop and the provider's own create/run/destroy loop, as ratios to the bwrap loop. Sandboxes
+// start the small static supervisor, as a worker built by make does, not this test binary.
 //
-//	flock /work/wt/heavy.lock go test -run '^$' -bench FleetNamespace -benchtime 200x ./internal/runner/
+//	go test -run '^$' -bench FleetNamespace -benchtime 200x ./internal/runner/
 func BenchmarkFleetNamespace(b *testing.B) {
 	testenv.NeedRoot(b)
 	bare := loop(b, "bwrap", command(bwrapArgv(b)...))
-	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test"})
+	bin, err := testenv.DockerInit()
+	if err != nil {
+		b.Fatal(err)
+	}
+	sup, err := supervise.PrivateCopyFile(bin, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test", Supervisor: sup})
 	if err != nil {
 		testenv.Missing(b, "namespace provider: %v", err)
 	}
 	b.Cleanup(func() { _ = p.Close() })
 	prov := loop(b, "provider", providerLoop(p, profile.Builtin(testenv.RootFS(b), "")["python3"]))
-	coldSt := fleetStats(b, "fleet-cold", workerOpts{concurrency: benchParallel})
-	warmSt := fleetStats(b, "fleet-warm", workerOpts{concurrency: benchParallel, warm: benchParallel})
-	paced := pacedStats(b, workerOpts{concurrency: benchParallel, warm: benchParallel})
+	coldSt := fleetStats(b, "fleet-cold", workerOpts{concurrency: benchParallel, provider: p})
+	warmSt := fleetStats(b, "fleet-warm", workerOpts{concurrency: benchParallel, warm: benchParallel, provider: p})
+	paced := pacedStats(b, workerOpts{concurrency: benchParallel, warm: benchParallel, provider: p})
 	table(b, bare, prov, coldSt, warmSt, paced)
 }
 
