@@ -267,7 +267,7 @@ func newCgroupsV2(root, parent string) (*cgroupsV2, error) {
 			return nil, fmt.Errorf("enable controllers in %s: %w", dir, err)
 		}
 	}
-	return &cgroupsV2{dir: dir, cloneInto: kernelAtLeast(5, 7)}, nil
+	return &cgroupsV2{dir: dir, cloneInto: kernelAtLeast(5, 7) && clone3Allowed()}, nil
 }
 
 // moveProcs moves every process of the cgroup from into the cgroup to: a delegated cgroup (a
@@ -419,6 +419,14 @@ func reapDead(parents []string) (int, error) {
 		}
 	}
 	return n, errors.Join(errs...)
+}
+
+// clone3Allowed: a seccomp filter around the worker (Docker's default profile) may answer clone3
+// with ENOSYS on a kernel that has it, and a sandbox cloned into its cgroup would then never start.
+// clone3 with no arguments creates nothing; where it is allowed it fails with EINVAL.
+func clone3Allowed() bool {
+	_, _, errno := unix.Syscall(unix.SYS_CLONE3, 0, 0, 0)
+	return errno != unix.ENOSYS
 }
 
 // kernelAtLeast reports whether the running kernel's release is major.minor or later.
