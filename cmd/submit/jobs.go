@@ -69,7 +69,7 @@ func jobsCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	f.register(fs)
 	limit := fs.Int("limit", 100, "jobs to list at most; 0 lists every one")
 	fs.BoolVar(&o.json, "json", false, "print NDJSON, one job a line")
-	pos, _, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
+	pos, _, err := cli.ParseInterspersed(fs, args, getenv, fleetFlags...)
 	if err != nil {
 		return parseFailed(stdout, stderr, err)
 	}
@@ -166,7 +166,7 @@ func showCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	fs := newFlagSet("submit show", showUsage, stdout)
 	listFlags(fs, &o)
 	withRequest := fs.Bool("request", false, "also print the stored request (code, files, env)")
-	pos, _, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
+	pos, _, err := cli.ParseInterspersed(fs, args, getenv, fleetFlags...)
 	if err != nil {
 		return parseFailed(stdout, stderr, err)
 	}

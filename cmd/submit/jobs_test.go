@@ -47,6 +47,16 @@ func TestJobsAndShow(t *testing.T) {
 		!strings.HasPrefix(lines[0], "ID") || !strings.Contains(lines[1], "exit_nonzero") {
 		t.Errorf("jobs --limit 1 = %d %q %q, want a header and one failed job", table.code, table.stdout, table.stderr)
 	}
+	// A submitter's RUNFLEET_QUEUE and RUNFLEET_TENANT name where it publishes: they must not filter
+	// a listing, nor turn `redrive ID` into a bulk filter (docs/cli.md).
+	env := map[string]string{"RUNFLEET_TENANT": "acme", "RUNFLEET_QUEUE": "other"}
+	if got := submitEnv(t, env, "", "jobs", "--status", "failed", "--since", "10m", "--limit", "0"); got.code != 0 ||
+		!strings.Contains(got.stdout, ids[0]) {
+		t.Errorf("jobs with RUNFLEET_TENANT and RUNFLEET_QUEUE set = %d %q %q, want the default tenant's job %s", got.code, got.stdout, got.stderr, ids[0])
+	}
+	if got := submitEnv(t, env, "", "redrive", ids[0], "--no-wait"); got.code != 0 || !job.ValidID(strings.TrimSpace(got.stdout)) {
+		t.Errorf("redrive ID with RUNFLEET_TENANT and RUNFLEET_QUEUE set = %d %q %q, want the new job's id", got.code, got.stdout, got.stderr)
+	}
 	show := submit(t, "", "show", ids[0])
 	var st job.Settlement
 	if err := json.Unmarshal([]byte(show.stdout), &st); show.code != 0 || err != nil || st.JobID != ids[0] || *st.ExitCode != 5 {

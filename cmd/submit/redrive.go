@@ -39,7 +39,7 @@ func redriveCommand(sigs <-chan os.Signal, args []string, getenv func(string) st
 	fs.BoolVar(&o.noWait, "no-wait", false, "print the new job's id and exit without following it")
 	dryRun := fs.Bool("dry-run", false, "bulk: print how many jobs the filter selects, redrive none")
 	rate := fs.Float64("rate", job.DefaultRedriveRate, "bulk: jobs redriven a second")
-	pos, _, err := cli.ParseInterspersed(fs, args, getenv, connectionFlags...)
+	pos, _, err := cli.ParseInterspersed(fs, args, getenv, fleetFlags...)
 	if err != nil {
 		return parseFailed(stdout, stderr, err)
 	}
@@ -48,6 +48,9 @@ func redriveCommand(sigs <-chan os.Signal, args []string, getenv func(string) st
 	switch {
 	case len(pos) > 1 || (len(pos) == 1) == filtered:
 		err = errors.New("usage: submit redrive ID, or submit redrive --status S [filters]")
+	case filtered && f.status == "":
+		// Without a status a bulk run would select succeeded jobs too, count them in a dry run, and skip them.
+		err = errors.New("a bulk redrive needs --status (unknown, error, failed, timed_out, cancelled, expired)")
 	case len(pos) == 1 && !job.ValidID(pos[0]):
 		err = fmt.Errorf("%q: %w", pos[0], job.ErrInvalidID)
 	case *rate <= 0:

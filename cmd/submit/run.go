@@ -40,8 +40,8 @@ const usage = `usage: submit [flags] [FILE|-] [-- ARGS...]
        submit cancel ID
        submit artifacts ID [DIR]
        submit jobs [--status S] [--queue Q] [--tenant T] [--since D] [--until D] [--limit N] [--json]
-       submit show ID
-       submit redrive ID [--may-have-run] | submit redrive --status S [filters] [--dry-run] [--rate N]
+       submit show ID [--request]
+       submit redrive ID [--may-have-run] [--no-wait] | submit redrive --status S [filters] [--dry-run] [--rate N]
        submit tenant set NAME [--max-queued N] [--max-running N] [--weight W]
        submit tenant key add NAME | submit tenant show [NAME] [--json]
        submit workers
@@ -114,6 +114,12 @@ func (o *options) mode() mode {
 
 // connectionFlags are the flags that also read RUNFLEET_* (docs/cli.md); the per-job flags read none.
 var connectionFlags = slices.Concat(cli.NATSFlags, []string{"prefix", "queue", "tenant"})
+
+// fleetFlags are the flags that read RUNFLEET_* in the commands that look at the fleet rather than
+// publish to it (jobs, show, redrive, tenant): there --queue and --tenant, when they exist, are
+// filters or the tenant changed, and RUNFLEET_QUEUE or RUNFLEET_TENANT (the submitter's own) must
+// not narrow them.
+var fleetFlags = slices.Concat(cli.NATSFlags, []string{"prefix"})
 
 func commonFlags(fs *flag.FlagSet, o *options) {
 	o.conn.Register(fs)

@@ -161,6 +161,7 @@ func TestExitCodesAndStreams(t *testing.T) {
 		{name: "no code", args: []string{"--lang", "python3"}, code: 125, stderr: "no code"},
 		{name: "no language", args: []string{"--code", "x"}, code: 125, stderr: "no language"},
 		{name: "bad env flag", args: []string{"--lang", "python3", "--env", "novalue", "--code", "x"}, code: 125, stderr: "want K=V"},
+		{name: "bulk redrive without a status", args: []string{"redrive", "--since", "1h", "--dry-run"}, code: 125, stderr: "needs --status"},
 	}
 	runCases(t, cases)
 }

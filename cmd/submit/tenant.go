@@ -31,10 +31,6 @@ stores only its SHA-256. show lists each policy with the tenant's jobs queued an
 Each subcommand answers --help with its own flags.
 `
 
-// tenantEnvFlags are the flags of the tenant commands that read RUNFLEET_*: the connection's.
-// RUNFLEET_TENANT names the tenant a submit publishes as, never the one these change.
-var tenantEnvFlags = slices.Concat(cli.NATSFlags, []string{"prefix"})
-
 // tenantCommand is `submit tenant ...`.
 func tenantCommand(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	switch {
@@ -70,7 +66,7 @@ func tenantSet(args []string, getenv func(string) string, stdout, stderr io.Writ
 	fs.Int64Var(&p.MaxQueued, "max-queued", 0, "jobs of the tenant stored and not yet started, at most (0: no bound)")
 	fs.Int64Var(&p.MaxRunning, "max-running", 0, "jobs of the tenant holding a sandbox at once across the fleet, at most (0: no bound)")
 	fs.Float64Var(&p.Weight, "weight", 0, fmt.Sprintf("share of the fleet's CPU time among tenants with jobs waiting, 0 to %d (0: 1)", tenant.MaxWeight))
-	pos, _, err := cli.ParseInterspersed(fs, args, getenv, tenantEnvFlags...)
+	pos, _, err := cli.ParseInterspersed(fs, args, getenv, fleetFlags...)
 	if err != nil {
 		return parseFailed(stdout, stderr, err)
 	}
@@ -124,7 +120,7 @@ func tenantKeyAdd(args []string, getenv func(string) string, stdout, stderr io.W
 	var o options
 	fs := newFlagSet("submit tenant key add", tenantKeyUsage, stdout)
 	listFlags(fs, &o)
-	pos, _, err := cli.ParseInterspersed(fs, args, getenv, tenantEnvFlags...)
+	pos, _, err := cli.ParseInterspersed(fs, args, getenv, fleetFlags...)
 	if err != nil {
 		return parseFailed(stdout, stderr, err)
 	}
@@ -187,7 +183,7 @@ func tenantShow(args []string, getenv func(string) string, stdout, stderr io.Wri
 	fs := newFlagSet("submit tenant show", tenantShowUsage, stdout)
 	listFlags(fs, &o)
 	fs.BoolVar(&o.json, "json", false, "print NDJSON, one tenant a line")
-	pos, _, err := cli.ParseInterspersed(fs, args, getenv, tenantEnvFlags...)
+	pos, _, err := cli.ParseInterspersed(fs, args, getenv, fleetFlags...)
 	if err != nil {
 		return parseFailed(stdout, stderr, err)
 	}
