@@ -80,10 +80,13 @@ func (x *Index) List(ctx context.Context, q job.ListQuery) (job.JobList, error) 
 	}
 	limit := cmp.Or(q.Limit, job.DefaultListLimit)
 	key := x.key(q.Status, q.Queue, q.Tenant)
-	lo, hi := "-inf", "+inf"
-	if !q.Since.IsZero() {
-		lo = strconv.FormatInt(q.Since.UnixMilli(), 10)
+	// Rows are trimmed only in the sets a new row goes to: one that gets none keeps rows past the
+	// retention, whose requests are gone, so the floor is the retention whatever Since says.
+	floor := time.Now().Add(-x.retention)
+	if q.Since.After(floor) {
+		floor = q.Since
 	}
+	lo, hi := strconv.FormatInt(floor.UnixMilli(), 10), "+inf"
 	if !q.Until.IsZero() {
 		hi = "(" + strconv.FormatInt(q.Until.UnixMilli(), 10)
 	}

@@ -140,6 +140,33 @@ func TestRetention(t *testing.T) {
 	}
 }
 
+// TestRetentionOfQuietSets: rows are trimmed where a new row goes, so a filter that gets no more
+// rows keeps its old ones in Redis; List and its count still stop at the retention.
+func TestRetentionOfQuietSets(t *testing.T) {
+	t.Parallel()
+	rdb := testenv.StartRedis(t).Client()
+	now := time.Now()
+	// Kept by an index of a day's retention, then read by one of an hour's.
+	if err := jobindex.New(rdb, jobindex.Options{Retention: 24 * time.Hour}).Add(t.Context(),
+		row("stale", job.StatusTimedOut, "default", "default", now.Add(-2*time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	x := jobindex.New(rdb, jobindex.Options{Retention: time.Hour})
+	if err := x.Add(t.Context(), row("new", job.StatusFailed, "default", "default", now)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []job.ListQuery{{Status: job.StatusTimedOut}, {Status: job.StatusTimedOut, Since: now.Add(-3 * time.Hour)}} {
+		q.Count = true
+		got, err := x.List(t.Context(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Jobs) != 0 || got.Count == nil || *got.Count != 0 {
+			t.Errorf("List(%+v) = %+v, count %v; want nothing past the retention", q, got.Jobs, got.Count)
+		}
+	}
+}
+
 func TestInvalidQuery(t *testing.T) {
 	t.Parallel()
 	x := newIndex(t, jobindex.Options{})
