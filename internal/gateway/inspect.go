@@ -4,18 +4,29 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/runfleet/runfleet"
 )
 
-// inspection is GET /v1/jobs/{id}?request=true: the stored request beside the settlement (null
-// while the job has not settled).
-type inspection struct {
-	Queue      string          `json:"queue"`
-	Tenant     string          `json:"tenant"`
-	Request    json.RawMessage `json:"request"`
-	Settlement json.RawMessage `json:"settlement"`
+// inspection is GET /v1/jobs/{id}?request=true: the settlement's own fields, as the plain GET
+// returns them (only job_id while the job has not settled), so that a reader of either finds
+// status at the top, and beside them the stored request, its queue and tenant, and the settlement
+// again as one value (null while the job has not settled).
+func inspection(id string, req runfleet.StoredRequest, settlement json.RawMessage) (map[string]json.RawMessage, error) {
+	out := map[string]json.RawMessage{}
+	if settlement == nil {
+		settlement = json.RawMessage("null")
+		jid, _ := json.Marshal(id)
+		out["job_id"] = jid
+	} else if err := json.Unmarshal(settlement, &out); err != nil {
+		return nil, fmt.Errorf("settlement of %s: %w", id, err)
+	}
+	q, _ := json.Marshal(req.Queue)
+	t, _ := json.Marshal(req.Tenant)
+	out["queue"], out["tenant"], out["request"], out["settlement"] = q, t, req.Body, settlement
+	return out, nil
 }
 
 // jobOrInspect answers GET /v1/jobs/{id}: the settlement, or with ?request=true the inspection.
@@ -45,14 +56,19 @@ func (g *Gateway) jobOrInspect(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "could not read the request; retry later")
 		return
 	}
-	out := inspection{Queue: req.Queue, Tenant: req.Tenant, Request: req.Body, Settlement: json.RawMessage("null")}
 	raw, err := g.client.SettlementJSON(ctx, id)
 	switch {
-	case err == nil:
-		out.Settlement = raw
-	case !errors.Is(err, runfleet.ErrNoSettlement) && !errors.Is(err, runfleet.ErrNotFound) && !errors.Is(err, runfleet.ErrExpired):
+	case errors.Is(err, runfleet.ErrNoSettlement) || errors.Is(err, runfleet.ErrNotFound) || errors.Is(err, runfleet.ErrExpired):
+		raw = nil
+	case err != nil:
 		g.log.Warn("read settlement", "job_id", id, "err", err)
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "could not read the settlement; retry later")
+		return
+	}
+	out, err := inspection(id, req, raw)
+	if err != nil {
+		g.log.Error("inspect", "job_id", id, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the stored settlement does not decode")
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

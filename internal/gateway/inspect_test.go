@@ -29,6 +29,11 @@ func TestInspectRequest(t *testing.T) {
 		got.Queue != job.DefaultQueue || got.Tenant != job.DefaultTenant {
 		t.Errorf("inspection = %+v, want the stored request and the settlement", got)
 	}
+	// The settlement's fields stand at the top too, as the plain GET returns them.
+	var top job.Settlement
+	if err := json.Unmarshal(b, &top); err != nil || top.JobID != id || top.Status != job.StatusSucceeded {
+		t.Errorf("inspection's own fields = %+v (%v), want the settlement's: job_id %s, status succeeded", top, err, id)
+	}
 	if code, b := f.do("GET", "/v1/jobs/"+id, apiKey, nil); code != http.StatusOK || json.Unmarshal(b, &got.Settlement) != nil || got.Settlement.JobID != id {
 		t.Errorf("GET without ?request = %d %s, want the settlement as before", code, b)
 	}
