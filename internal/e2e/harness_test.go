@@ -22,7 +22,8 @@ import (
 	"github.com/runfleet/runfleet/job"
 )
 
-var workerBin string
+// workerBin is cmd/worker built with the fault points; submitBin is cmd/submit, the operator's tool.
+var workerBin, submitBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "runfleet-e2e-")
@@ -30,6 +31,10 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	if workerBin, err = testenv.BuildProgram(dir, "cmd/worker", "faults"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if submitBin, err = testenv.BuildProgram(dir, "cmd/submit"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}

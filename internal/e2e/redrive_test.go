@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"os/exec"
 	"strings"
@@ -37,25 +39,27 @@ func TestRedriveUnknown(t *testing.T) {
 	if len(l.Jobs) != 1 || l.Jobs[0].JobID != id || l.Jobs[0].Reason != old.Reason {
 		t.Fatalf("ListJobs(unknown) = %+v, want job %s", l.Jobs, id)
 	}
-	if _, err := f.client.Redrive(ctx, id, nil); !errors.Is(err, runfleet.ErrMayHaveRun) {
-		t.Fatalf("Redrive without confirmation = %v, want ErrMayHaveRun", err)
+	// The operator's way, as docs/cli.md gives it: list, refuse without --may-have-run, redrive with.
+	if out, code := f.runSubmit(ctx, "jobs", "--status", "unknown"); code != 0 || !strings.Contains(out, id) {
+		t.Errorf("submit jobs --status unknown = %d %q, want job %s listed", code, out, id)
 	}
-	r, err := f.client.Redrive(ctx, id, &runfleet.RedriveOptions{ConfirmMayHaveRun: true})
-	if err != nil {
-		t.Fatal(err)
+	if out, code := f.runSubmit(ctx, "redrive", id); code != 125 || !strings.Contains(out, "--may-have-run") {
+		t.Fatalf("submit redrive %s without --may-have-run = %d %q, want 125 naming the flag", id, code, out)
 	}
-	if r.JobID == id || r.RedriveOf != id || r.Duplicate {
-		t.Errorf("Redrive = %+v, want a new job redriving %s", r, id)
+	out, code := f.runSubmit(ctx, "redrive", id, "--may-have-run", "--no-wait")
+	newID := strings.TrimSpace(out)
+	if code != 0 || !job.ValidID(newID) || newID == id {
+		t.Fatalf("submit redrive %s --may-have-run --no-wait = %d %q, want a new job's id", id, code, out)
 	}
-	st := f.settlement(r.JobID, 30*time.Second)
+	st := f.settlement(newID, 30*time.Second)
 	if st.Status != job.StatusSucceeded || st.RedriveOf != id {
 		t.Errorf("new job settled %s with redrive_of %q, want succeeded and %s", st.Status, st.RedriveOf, id)
 	}
 	again, err := f.client.Redrive(ctx, id, &runfleet.RedriveOptions{ConfirmMayHaveRun: true})
-	if err != nil || again.JobID != r.JobID || !again.Duplicate {
-		t.Errorf("repeated Redrive = %+v, %v; want %s again, marked duplicate", again, err, r.JobID)
+	if err != nil || again.JobID != newID || !again.Duplicate {
+		t.Errorf("repeated Redrive = %+v, %v; want %s again, marked duplicate", again, err, newID)
 	}
-	if n := f.dispatches()[r.JobID]; n != 1 {
+	if n := f.dispatches()[newID]; n != 1 {
 		t.Errorf("the new job was dispatched %d times, want 1", n)
 	}
 	if now := f.settlement(id, 10*time.Second); now.Status != old.Status || !now.SettledAt.Equal(old.SettledAt) {
@@ -64,9 +68,28 @@ func TestRedriveUnknown(t *testing.T) {
 	if n := f.settledCounts()[id]; n != 1 {
 		t.Errorf("old job has %d settlements, want 1", n)
 	}
-	if _, err := f.client.Redrive(ctx, r.JobID, nil); !errors.Is(err, runfleet.ErrNotRedrivable) {
+	if _, err := f.client.Redrive(ctx, newID, nil); !errors.Is(err, runfleet.ErrNotRedrivable) {
 		t.Errorf("Redrive of a succeeded job = %v, want ErrNotRedrivable", err)
 	}
+}
+
+// runSubmit runs the built submit against the fleet: its standard output, or with a failure its
+// standard error, and its exit code.
+func (f *fleet) runSubmit(ctx context.Context, args ...string) (string, int) {
+	f.t.Helper()
+	cmd := exec.CommandContext(ctx, submitBin, append(args, "--nats-url", f.nats.URL)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return stdout.String(), 0
+	case errors.As(err, &exit):
+		return stderr.String(), exit.ExitCode()
+	}
+	f.t.Fatalf("submit %v: %v", args, err)
+	return "", -1
 }
 
 // TestBulkRedriveSurvivesItsWorker: the worker running a bulk redrive is killed halfway; another
