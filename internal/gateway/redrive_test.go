@@ -88,4 +88,20 @@ func TestRedriveRoutes(t *testing.T) {
 			t.Errorf("%s %s = %d %s, want %d", method, path, code, b, want)
 		}
 	}
+	// The refusals that name their reason (docs/protocol.md): a job that succeeded, one still running.
+	_, out := f.post("", `{"language":"python3","code":"print('done')"}`)
+	done := out["job_id"].(string)
+	f.settle(done)
+	_, out = f.post("", `{"language":"python3","code":"import time; time.sleep(60)"}`)
+	running := out["job_id"].(string)
+	for id, reason := range map[string]string{done: job.RedriveNotRedrivable, running: job.RedriveNotSettled} {
+		code, b := f.do("POST", "/v1/jobs/"+id+"/redrive", apiKey, nil)
+		var e struct{ Reason string }
+		if code != http.StatusConflict || json.Unmarshal(b, &e) != nil || e.Reason != reason {
+			t.Errorf("POST redrive of %s = %d %s, want 409 %s", id, code, b, reason)
+		}
+	}
+	if code, b := f.do("DELETE", "/v1/jobs/"+running, apiKey, nil); code != http.StatusAccepted {
+		t.Errorf("DELETE the running job = %d %s, want 202", code, b)
+	}
 }
