@@ -189,8 +189,9 @@ func showCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 	enc := json.NewEncoder(stdout)
 	enc.SetIndent("", "  ")
 	raw, err := c.SettlementJSON(ctx, id)
+	unsettled := errors.Is(err, runfleet.ErrNoSettlement)
 	switch {
-	case errors.Is(err, runfleet.ErrNoSettlement):
+	case unsettled:
 		fmt.Fprintf(stderr, "submit: job %s has not settled\n", id)
 	case err != nil:
 		return fail(stderr, describe(id, err))
@@ -212,6 +213,9 @@ func showCommand(args []string, getenv func(string) string, stdout, stderr io.Wr
 		if err := enc.Encode(stored); err != nil {
 			return fail(stderr, err)
 		}
+	}
+	if unsettled {
+		return exitOther
 	}
 	return 0
 }

@@ -221,7 +221,9 @@ func TestEnsureStreams(t *testing.T) {
 func TestCancel(t *testing.T) {
 	got := submit(t, "", "--no-wait", "--lang", "python3", "--code", "import time; print('up', flush=True); time.sleep(30)")
 	id := strings.TrimSpace(got.stdout)
-	time.Sleep(time.Second)
+	if s := submit(t, "", "show", id); s.code != 125 || s.stdout != "" || !strings.Contains(s.stderr, "has not settled") {
+		t.Errorf("show of a running job = %d %q %q, want 125 and a line saying it has not settled", s.code, s.stdout, s.stderr)
+	}
 	if c := submit(t, "", "cancel", id); c.code != 0 {
 		t.Fatalf("cancel = %d %q", c.code, c.stderr)
 	}
