@@ -122,7 +122,7 @@ func decode(b []byte, v any) error {
 func classify(err error) (int, string) {
 	switch {
 	case errors.Is(err, job.ErrInvalidQuery), errors.Is(err, job.ErrInvalidID):
-		return 400, "invalid_request"
+		return 400, "invalid_query" // as the list route names a bad filter (docs/protocol.md)
 	case errors.Is(err, ErrNotFound), errors.Is(err, ErrNoRun):
 		return 404, job.RedriveNotFound
 	case errors.Is(err, ErrNotSettled):
