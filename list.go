@@ -56,6 +56,23 @@ func (c *Client) ListJobs(ctx context.Context, q job.ListQuery) (job.JobList, er
 	return l, nil
 }
 
+// CountJobs returns how many settled jobs each filter of c selects, in one round trip to the
+// fleet's job index: an overview's figures per queue and tenant without a request each.
+// ErrNoService when no worker serves the index.
+func (c *Client) CountJobs(ctx context.Context, q job.CountQuery) ([]int64, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	var out job.JobCounts
+	if err := c.request(ctx, c.subjects.CountJobs(), q, &out); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	if len(out.Counts) != len(q.Queries) {
+		return nil, fmt.Errorf("count jobs: %d counts for %d filters", len(out.Counts), len(q.Queries))
+	}
+	return out.Counts, nil
+}
+
 // request asks the fleet's service on subject and decodes its answer into out.
 func (c *Client) request(ctx context.Context, subject string, in, out any) error {
 	nc := c.js.Conn()

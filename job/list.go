@@ -87,6 +87,38 @@ type JobList struct {
 // a [JobList], or the headers Nats-Service-Error and Nats-Service-Error-Code.
 func (s Subjects) ListJobs() string { return s.prefix + ".api.jobs.list" }
 
+// CountJobs is the subject of the job index's counts: a request carries a [CountQuery] and its
+// reply a [JobCounts], or the service error headers as for ListJobs.
+func (s Subjects) CountJobs() string { return s.prefix + ".api.jobs.count" }
+
+// MaxCountQueries bounds the filters of one [CountQuery].
+const MaxCountQueries = 1000
+
+// CountQuery asks how many settled jobs each filter selects, in one round trip: an overview's
+// figures per queue and tenant. Limit, Cursor and Count of each filter are ignored.
+type CountQuery struct {
+	Queries []ListQuery `json:"queries"`
+}
+
+// Validate checks every filter, and that there are at most MaxCountQueries.
+func (c CountQuery) Validate() error {
+	if len(c.Queries) > MaxCountQueries {
+		return fmt.Errorf("%w: %d filters: want at most %d", ErrInvalidQuery, len(c.Queries), MaxCountQueries)
+	}
+	for i, q := range c.Queries {
+		q.Limit, q.Cursor = 0, ""
+		if err := q.Validate(); err != nil {
+			return fmt.Errorf("filter %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// JobCounts answers a [CountQuery]: Counts[i] is how many jobs Queries[i] selects.
+type JobCounts struct {
+	Counts []int64 `json:"counts"`
+}
+
 // ParseTime reads a bound of a list window: an RFC 3339 time, or a duration meaning that long
 // before now ("1h", "30m").
 func ParseTime(s string, now time.Time) (time.Time, error) {

@@ -204,6 +204,15 @@ func TestTenantIsolation(t *testing.T) {
 	if code, page := get(t, c, base+"tenants"); code != http.StatusOK || !strings.Contains(page, ">alpha<") || strings.Contains(page, ">beta<") {
 		t.Errorf("web view: tenants page of alpha = %d, want alpha's row only:\n%s", code, page)
 	}
+	// The overview shows alpha its own queue rows, with their settled jobs, and no other tenant's.
+	var page string
+	testenv.WaitFor(t, 30*time.Second, "alpha's queue row with its settled job", func() bool {
+		_, page = get(t, c, base)
+		return strings.Contains(page, `<tr class="queue-row"><td>default</td><td>alpha</td>`) && strings.Contains(page, "tenant=alpha&amp;since=1h")
+	})
+	if strings.Contains(page, "<td>beta</td>") {
+		t.Errorf("web view: alpha's overview shows beta's row:\n%s", page)
+	}
 }
 
 // listed is the ids GET /v1/jobs lists with key and query q (one page).
@@ -293,7 +302,7 @@ func TestTenantQueueFull(t *testing.T) {
 	}
 	// The overview shows the queue's row: 3 waiting, none running, and how long the oldest has.
 	if code, page := get(t, c, f.srv.URL+"/ui/"); code != http.StatusOK ||
-		!regexp.MustCompile(`<td>default</td><td>small</td><td>3</td><td>0</td><td>\d+(m\d+)?s</td>`).MatchString(page) {
+		!regexp.MustCompile(`<td>default</td><td>small</td><td>(yes|<span class="error">no worker</span>)</td><td>3</td><td>0</td><td>\d+(m\d+)?s</td>`).MatchString(page) {
 		t.Errorf("web view overview = %d, want default/small with 3 waiting and the oldest wait:\n%s", code, page)
 	}
 	// Another tenant, and one without a policy, go on.

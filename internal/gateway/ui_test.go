@@ -98,6 +98,12 @@ func TestWebView(t *testing.T) {
 		_, body := get(t, c, base+"jobs?status=cancelled")
 		return strings.Contains(body, id)
 	})
+	// The overview's row of the queue and tenant: served, and the job counted among the settled.
+	testenv.WaitFor(t, 30*time.Second, "the cancelled job counted in its queue's row", func() bool {
+		_, body := get(t, c, base)
+		return strings.Contains(body, `<tr class="queue-row"><td>default</td><td>default</td><td>yes</td>`) &&
+			strings.Contains(body, `status=cancelled&amp;queue=default&amp;tenant=default&amp;since=1h">cancelled 1</a>`)
+	})
 	// Another session's token is refused: the token is bound to the cookie.
 	other := f.browser()
 	postForm(t, other, base+"login", url.Values{"key": {apiKey}})

@@ -73,23 +73,51 @@ func (x *Index) Add(ctx context.Context, rows ...job.Listed) error {
 	return nil
 }
 
-// List returns one page of the jobs q selects, newest first.
-func (x *Index) List(ctx context.Context, q job.ListQuery) (job.JobList, error) {
-	if err := q.Validate(); err != nil {
-		return job.JobList{}, err
-	}
-	limit := cmp.Or(q.Limit, job.DefaultListLimit)
-	key := x.key(q.Status, q.Queue, q.Tenant)
+// bounds is the sorted set q reads and its score range, without the cursor.
+func (x *Index) bounds(q job.ListQuery) (key, lo, hi string) {
 	// Rows are trimmed only in the sets a new row goes to: one that gets none keeps rows past the
 	// retention, whose requests are gone, so the floor is the retention whatever Since says.
 	floor := time.Now().Add(-x.retention)
 	if q.Since.After(floor) {
 		floor = q.Since
 	}
-	lo, hi := strconv.FormatInt(floor.UnixMilli(), 10), "+inf"
+	lo, hi = strconv.FormatInt(floor.UnixMilli(), 10), "+inf"
 	if !q.Until.IsZero() {
 		hi = "(" + strconv.FormatInt(q.Until.UnixMilli(), 10)
 	}
+	return x.key(q.Status, q.Queue, q.Tenant), lo, hi
+}
+
+// Count returns how many jobs each filter of c selects, in one round trip to Redis.
+func (x *Index) Count(ctx context.Context, c job.CountQuery) (job.JobCounts, error) {
+	if err := c.Validate(); err != nil {
+		return job.JobCounts{}, err
+	}
+	cmds := make([]*redis.IntCmd, len(c.Queries))
+	_, err := x.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, q := range c.Queries {
+			key, lo, hi := x.bounds(q)
+			cmds[i] = p.ZCount(ctx, key, lo, hi)
+		}
+		return nil
+	})
+	if err != nil {
+		return job.JobCounts{}, fmt.Errorf("count %d filters: %w", len(c.Queries), err)
+	}
+	out := job.JobCounts{Counts: make([]int64, len(cmds))}
+	for i, cmd := range cmds {
+		out.Counts[i] = cmd.Val()
+	}
+	return out, nil
+}
+
+// List returns one page of the jobs q selects, newest first.
+func (x *Index) List(ctx context.Context, q job.ListQuery) (job.JobList, error) {
+	if err := q.Validate(); err != nil {
+		return job.JobList{}, err
+	}
+	limit := cmp.Or(q.Limit, job.DefaultListLimit)
+	key, lo, hi := x.bounds(q)
 	out := job.JobList{}
 	if q.Count {
 		c, err := x.rdb.ZCount(ctx, key, lo, hi).Result()

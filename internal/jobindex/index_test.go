@@ -216,6 +216,59 @@ func TestServe(t *testing.T) {
 	if reply == nil || reply.code != "400" {
 		t.Errorf("reply to a bad query = %+v, want code 400", reply)
 	}
+	// Counts, on their own subject, one answer for several filters.
+	reply = request(t, nc, subjects.CountJobs(), job.CountQuery{Queries: []job.ListQuery{
+		{Status: job.StatusUnknown}, {Status: job.StatusFailed}, {Tenant: "default"}}})
+	var c job.JobCounts
+	if err := json.Unmarshal(reply.data, &c); err != nil || fmt.Sprint(c.Counts) != "[1 0 1]" {
+		t.Errorf("count reply = %s (%v), want [1 0 1]", reply.data, err)
+	}
+	reply = request(t, nc, subjects.CountJobs(), job.CountQuery{Queries: make([]job.ListQuery, job.MaxCountQueries+1)})
+	if reply == nil || reply.code != "400" {
+		t.Errorf("reply to %d filters = %+v, want code 400", job.MaxCountQueries+1, reply)
+	}
+}
+
+// TestCount: each filter counted as List counts it, the window and the retention included.
+func TestCount(t *testing.T) {
+	t.Parallel()
+	x := newIndex(t, jobindex.Options{Retention: time.Hour})
+	now := time.Now()
+	for _, r := range []job.Listed{
+		row("a", job.StatusFailed, "q1", "acme", now.Add(-30*time.Minute)),
+		row("b", job.StatusFailed, "q1", "beta", now.Add(-time.Minute)),
+		row("c", job.StatusSucceeded, "q2", "acme", now.Add(-10*time.Second)),
+	} {
+		if err := x.Add(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queries := []job.ListQuery{
+		{},
+		{Status: job.StatusFailed},
+		{Status: job.StatusFailed, Queue: "q1", Tenant: "acme"},
+		{Queue: "q2"},
+		{Tenant: "acme", Since: now.Add(-5 * time.Minute)},
+		{Until: now.Add(-20 * time.Minute)},
+		{Since: now.Add(-48 * time.Hour)}, // floored at the retention
+		{Status: job.StatusUnknown},
+	}
+	got, err := x.Count(t.Context(), job.CountQuery{Queries: queries})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "[3 2 1 1 1 1 3 0]"; fmt.Sprint(got.Counts) != want {
+		t.Errorf("Count = %v, want %s", got.Counts, want)
+	}
+	for i, q := range queries {
+		q.Count = true
+		if l, err := x.List(t.Context(), q); err != nil || *l.Count != got.Counts[i] {
+			t.Errorf("List(%+v).Count = %v (%v), want Count's %d", q, l.Count, err, got.Counts[i])
+		}
+	}
+	if _, err := x.Count(t.Context(), job.CountQuery{Queries: []job.ListQuery{{Queue: "a.b"}}}); !errors.Is(err, job.ErrInvalidQuery) {
+		t.Errorf("Count with a bad queue = %v, want ErrInvalidQuery", err)
+	}
 }
 
 type natsReply struct {
@@ -224,7 +277,7 @@ type natsReply struct {
 }
 
 // request asks once; nil when nobody answers yet.
-func request(t *testing.T, nc *nats.Conn, subject string, q job.ListQuery) *natsReply {
+func request(t *testing.T, nc *nats.Conn, subject string, q any) *natsReply {
 	t.Helper()
 	b, _ := json.Marshal(q)
 	m, err := nc.Request(subject, b, 5*time.Second)

@@ -19,35 +19,53 @@ const serveTimeout = 5 * time.Second
 // queueGroup spreads list requests over the workers that serve the index: one answers each.
 const queueGroup = "runfleet-index"
 
-// Serve answers list requests on subjects.ListJobs() until ctx ends, one at a time.
+// Serve answers list and count requests on subjects.ListJobs() and subjects.CountJobs() until ctx
+// ends, one at a time.
 func (x *Index) Serve(ctx context.Context, nc *nats.Conn, subjects job.Subjects, log *slog.Logger) error {
-	sub, err := nc.QueueSubscribeSync(subjects.ListJobs(), queueGroup)
-	if err != nil {
-		return fmt.Errorf("subscribe %s: %w", subjects.ListJobs(), err)
-	}
-	defer sub.Unsubscribe()
-	for {
-		m, err := sub.NextMsgWithContext(ctx)
+	// Both subscriptions feed one channel, bounded by the subscriptions' pending limits.
+	msgs := make(chan *nats.Msg, 64)
+	for _, subject := range []string{subjects.ListJobs(), subjects.CountJobs()} {
+		sub, err := nc.ChanQueueSubscribe(subject, queueGroup, msgs)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("serve %s: %w", subjects.ListJobs(), err)
+			return fmt.Errorf("subscribe %s: %w", subject, err)
 		}
-		if err := x.answer(ctx, m); err != nil {
-			log.Warn("answer a list request", "err", err)
+		defer sub.Unsubscribe()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-msgs:
+			answer := x.answerList
+			if m.Subject == subjects.CountJobs() {
+				answer = x.answerCount
+			}
+			if err := answer(ctx, m); err != nil {
+				log.Warn("answer a job index request", "subject", m.Subject, "err", err)
+			}
 		}
 	}
 }
 
-func (x *Index) answer(ctx context.Context, m *nats.Msg) error {
+func (x *Index) answerList(ctx context.Context, m *nats.Msg) error {
 	var q job.ListQuery
-	if err := json.Unmarshal(m.Data, &q); err != nil {
+	return answer(ctx, m, &q, func(ctx context.Context) (any, error) { return x.List(ctx, q) })
+}
+
+func (x *Index) answerCount(ctx context.Context, m *nats.Msg) error {
+	var c job.CountQuery
+	return answer(ctx, m, &c, func(ctx context.Context) (any, error) { return x.Count(ctx, c) })
+}
+
+// answer decodes m into in, and responds with what do returns: 400 for a bad query, 500 when the
+// index cannot be read.
+func answer(ctx context.Context, m *nats.Msg, in any, do func(context.Context) (any, error)) error {
+	if err := json.Unmarshal(m.Data, in); err != nil {
 		return respondError(m, 400, fmt.Errorf("%w: %w", job.ErrInvalidQuery, err))
 	}
 	ctx, cancel := context.WithTimeout(ctx, serveTimeout)
 	defer cancel()
-	list, err := x.List(ctx, q)
+	out, err := do(ctx)
 	if errors.Is(err, job.ErrInvalidQuery) {
 		return respondError(m, 400, err)
 	}
@@ -55,7 +73,7 @@ func (x *Index) answer(ctx context.Context, m *nats.Msg) error {
 		respondError(m, 500, errors.New("the job index is unavailable"))
 		return err
 	}
-	b, err := json.Marshal(list)
+	b, err := json.Marshal(out)
 	if err != nil {
 		return err
 	}

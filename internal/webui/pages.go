@@ -59,17 +59,27 @@ func (u *UI) overviewLive(w http.ResponseWriter, r *http.Request) {
 
 type queueRow struct {
 	Queue, Tenant    string
+	Served           bool // a worker heard from within a minute serves the queue
 	Waiting, Running uint64
 	OldestWait       string // how long the oldest waiting job has waited; "" when none does
 	Err              string
+	figures
 }
 
-// oldestRows bounds the rows whose oldest wait one overview reads: a get each.
+// oldestRows bounds the rows whose oldest wait one overview reads (a get each), and the rows
+// whose settled jobs it counts: with the whole view's, (1+100) × 9 filters, within one request's
+// job.MaxCountQueries.
 const oldestRows = 100
 
 type statusCount struct {
 	Status job.Status
 	Count  int64
+}
+
+// figures are the settled jobs of the last hour by status, and the jobs/s of the last minute.
+type figures struct {
+	Settled  []statusCount
+	JobsPerS string
 }
 
 // snapshot is the overview's data, read at most once a period per tenant.
@@ -92,47 +102,79 @@ func (u *UI) snapshot(ctx context.Context, s Session) map[string]any {
 	ctx, cancel := context.WithTimeout(ctx, readTimeout)
 	defer cancel()
 	data := map[string]any{"Now": time.Now()}
+	workers := u.beats.list()
 	if s.Operator {
-		data["Workers"] = u.beats.list()
-		data["Queues"] = u.queues(ctx)
+		data["Workers"] = workers
 	}
-	var settled []statusCount
-	var errs []string
-	for _, st := range job.Statuses {
-		n, err := u.count(ctx, job.ListQuery{Status: st, Tenant: s.Tenant, Since: time.Now().Add(-time.Hour)})
-		if err != nil {
-			errs = append(errs, err.Error())
-			break
-		}
-		settled = append(settled, statusCount{st, n})
+	rows := u.queues(ctx, s.Tenant, workers)
+	data["Queues"] = rows
+	total, err := u.settled(ctx, s.Tenant, rows)
+	if err != nil {
+		data["Error"] = err.Error()
 	}
-	data["Settled"] = settled
-	if n, err := u.count(ctx, job.ListQuery{Tenant: s.Tenant, Since: time.Now().Add(-time.Minute)}); err == nil {
-		data["JobsPerS"] = fmt.Sprintf("%.2f", float64(n)/60)
-	}
-	if len(errs) > 0 {
-		data["Error"] = errs[0]
-	}
+	data["Settled"], data["JobsPerS"] = total.Settled, total.JobsPerS
 	u.snap.data[key] = data
 	out := maps.Clone(data)
 	out["Session"] = s
 	return out
 }
 
-func (u *UI) count(ctx context.Context, q job.ListQuery) (int64, error) {
-	q.Limit, q.Count = 1, true
-	l, err := u.o.Client.ListJobs(ctx, q)
-	if err != nil {
-		return 0, err
+// counts is how many settled jobs each query selects, a request to the job index per
+// job.MaxCountQueries of them.
+func (u *UI) counts(ctx context.Context, queries []job.ListQuery) ([]int64, error) {
+	out := make([]int64, 0, len(queries))
+	for chunk := range slices.Chunk(queries, job.MaxCountQueries) {
+		c, err := u.o.Client.CountJobs(ctx, job.CountQuery{Queries: chunk})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c...)
 	}
-	return *l.Count, nil
+	return out, nil
 }
 
-// queues reads the tenant consumers of every queue, served by a worker now or not: per queue and
-// tenant, jobs waiting, delivered but not acked (running), and how long the oldest waiting job
-// has waited. One listing serves every row, and one get each row's oldest wait (for the first
-// oldestRows).
-func (u *UI) queues(ctx context.Context) []queueRow {
+// settled fills the figures of the first oldestRows rows and returns the whole view's (the
+// fleet's, or tenant's when not empty), all from one request to the job index.
+func (u *UI) settled(ctx context.Context, tenant string, rows []queueRow) (figures, error) {
+	now := time.Now()
+	counted := rows[:min(len(rows), oldestRows)]
+	views := []job.ListQuery{{Tenant: tenant}}
+	for _, r := range counted {
+		views = append(views, job.ListQuery{Queue: r.Queue, Tenant: r.Tenant})
+	}
+	per := len(job.Statuses) + 1
+	queries := make([]job.ListQuery, 0, len(views)*per)
+	for _, v := range views {
+		for _, st := range job.Statuses {
+			q := v
+			q.Status, q.Since = st, now.Add(-time.Hour)
+			queries = append(queries, q)
+		}
+		v.Since = now.Add(-time.Minute)
+		queries = append(queries, v)
+	}
+	counts, err := u.counts(ctx, queries)
+	if err != nil {
+		return figures{}, err
+	}
+	figuresOf := func(c []int64) figures {
+		f := figures{JobsPerS: fmt.Sprintf("%.2f", float64(c[per-1])/60)}
+		for i, st := range job.Statuses {
+			f.Settled = append(f.Settled, statusCount{st, c[i]})
+		}
+		return f
+	}
+	for i := range counted {
+		counted[i].figures = figuresOf(counts[(i+1)*per : (i+2)*per])
+	}
+	return figuresOf(counts[:per]), nil
+}
+
+// queues reads the tenant consumers of every queue, served by a worker now or not (tenant's only
+// when it is not empty): per queue and tenant, whether a worker serves it, jobs waiting, delivered
+// but not acked (running), and how long the oldest waiting job has waited. One listing serves
+// every row, and one get each row's oldest wait (for the first oldestRows).
+func (u *UI) queues(ctx context.Context, tenant string, workers []heartbeat) []queueRow {
 	js, err := jetstream.New(u.o.NATS)
 	if err != nil {
 		return nil
@@ -142,7 +184,16 @@ func (u *UI) queues(ctx context.Context) []queueRow {
 	if err != nil {
 		return []queueRow{{Queue: "–", Err: err.Error()}}
 	}
+	served := map[string]bool{}
+	for _, w := range workers {
+		for q := range strings.SplitSeq(w.Queues, ",") {
+			served[strings.TrimSpace(q)] = true
+		}
+	}
 	pairs := slices.Collect(maps.Keys(backlogs))
+	if tenant != "" {
+		pairs = slices.DeleteFunc(pairs, func(p queue.Pair) bool { return p.Tenant != tenant })
+	}
 	slices.SortFunc(pairs, func(a, b queue.Pair) int {
 		return cmp.Or(cmp.Compare(a.Queue, b.Queue), cmp.Compare(a.Tenant, b.Tenant))
 	})
@@ -151,7 +202,7 @@ func (u *UI) queues(ctx context.Context) []queueRow {
 	rows := make([]queueRow, 0, len(pairs))
 	for i, p := range pairs {
 		b := backlogs[p]
-		row := queueRow{Queue: p.Queue, Tenant: p.Tenant, Waiting: b.Pending, Running: uint64(b.AckPending)}
+		row := queueRow{Queue: p.Queue, Tenant: p.Tenant, Served: served[p.Queue], Waiting: b.Pending, Running: uint64(b.AckPending)}
 		if b.Pending > 0 && i < oldestRows && streamErr == nil {
 			if at, err := queue.OldestWaiting(ctx, jobs, subjects, p, b); err != nil {
 				row.Err = err.Error()
@@ -418,14 +469,24 @@ func (u *UI) tenants(w http.ResponseWriter, r *http.Request) {
 			names = []string{s.Tenant}
 		}
 	}
-	for _, n := range names {
+	hour := make([]job.ListQuery, len(names))
+	for i, n := range names {
+		hour[i] = job.ListQuery{Tenant: n, Since: time.Now().Add(-time.Hour)}
+	}
+	settled, err := u.counts(ctx, hour)
+	if err != nil {
+		data["Error"] = "settled: " + err.Error()
+	}
+	for i, n := range names {
 		row := tenantRow{Name: n, Policy: "–", Load: loads[n]}
 		if kv != nil {
 			if e, err := kv.Get(ctx, n); err == nil {
 				row.Policy = redactKeys(e.Value())
 			}
 		}
-		row.Settled, _ = u.count(ctx, job.ListQuery{Tenant: n, Since: time.Now().Add(-time.Hour)})
+		if settled != nil {
+			row.Settled = settled[i]
+		}
 		rows = append(rows, row)
 	}
 	data["Tenants"] = rows
