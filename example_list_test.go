@@ -44,3 +44,33 @@ func listed(ctx context.Context, c *runfleet.Client, id string) bool {
 		q.Cursor = page.Cursor
 	}
 }
+
+// CountJobs counts what several filters select in one round trip: here a tenant's jobs of the last
+// hour, and how many of them failed.
+func ExampleClient_CountJobs() {
+	ctx := context.Background()
+	c, closeConn := connect(ctx)
+	defer closeConn()
+	o := &runfleet.RunOptions{SubmitOptions: runfleet.SubmitOptions{Tenant: "counted"}}
+	_, _ = c.Run(ctx, "default", job.Request{Language: "python3", Code: "import sys; sys.exit(4)"}, o)
+	_, _ = c.Run(ctx, "default", job.Request{Language: "python3", Code: "print('fine')"}, o)
+	hour := time.Now().Add(-time.Hour)
+	q := job.CountQuery{Queries: []job.ListQuery{
+		{Tenant: "counted", Since: hour},
+		{Tenant: "counted", Status: job.StatusFailed, Since: hour},
+	}}
+	var counts []int64
+	// A job is counted right after its settlement is stored.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		var err error
+		if counts, err = c.CountJobs(ctx, q); err != nil {
+			panic(err)
+		}
+		if counts[0] == 2 {
+			break
+		}
+	}
+	fmt.Printf("%d jobs, %d failed\n", counts[0], counts[1])
+	// Output:
+	// 2 jobs, 1 failed
+}
