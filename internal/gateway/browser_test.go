@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -68,17 +69,32 @@ func TestBrowser(t *testing.T) {
 		chromedp.Submit(chromedp.CSS(`input[name=key]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#overview`)),
 	)
-	// The overview goes live: the worker's row arrives by server-sent events at the latest.
+	// The overview goes live: the worker's row arrives by server-sent events at the latest, and a
+	// marker put into the rendered page is replaced by the next push (the page never reloads).
 	run("the worker on the overview", waitText(`#overview`, f.prefix+"-w"))
+	run("the overview pushed",
+		js(`document.getElementById('overview').insertAdjacentHTML('beforeend', '<span id="pushed-marker"></span>')`),
+		chromedp.Poll[chromedp.Void](`!document.getElementById('pushed-marker')`))
 
 	// A job that prints, waits, then prints again: its second line arrives while the page is open.
-	_, out := f.post("", `{"language":"python3","code":"import time\nprint('first line', flush=True)\ntime.sleep(2)\nprint('second line', flush=True)"}`)
+	// An observer set once the first line shows records, in sessionStorage (which outlives the
+	// reload at the job's end), that the second line was appended to that same page: output that
+	// came only with the reload's rendering would leave no record.
+	_, out := f.post("", `{"language":"python3","code":"import time\nprint('first line', flush=True)\ntime.sleep(4)\nprint('second line', flush=True)"}`)
 	id := out["job_id"].(string)
 	run("the job's output, live",
 		chromedp.Navigate(srv.URL+"/ui/jobs/"+id),
 		waitText(`#output`, "first line"),
+		js(`(() => {
+			const out = document.getElementById('output');
+			if (out.textContent.includes('second line')) return;
+			new MutationObserver(() => {
+				if (out.textContent.includes('second line')) sessionStorage.setItem('second-line-live', '1');
+			}).observe(out, {childList: true, subtree: true, characterData: true});
+		})()`),
 		waitText(`#output`, "second line"),
 		waitText(`.summary`, "succeeded"),
+		jsTrue(`sessionStorage.getItem('second-line-live') === '1'`, "the second line was appended live, not only rendered by the reload"),
 		shot("job.png"),
 	)
 	run("the overview screenshot", chromedp.Navigate(srv.URL+"/ui/"), waitText(`#overview`, "succeeded"), shot("overview.png"))
@@ -128,6 +144,25 @@ func TestBrowser(t *testing.T) {
 
 // waitText waits until the element sel's text contains want, reloading nothing: what the page
 // shows comes from the server's first answer or its events.
+// js runs a script in the page for its effect.
+func js(script string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Evaluate[bool](`(() => { `+script+`; return true; })()`)(ctx, tg)
+		return chromedp.Void{}, err
+	}
+}
+
+// jsTrue fails unless expr is true in the page now.
+func jsTrue(expr, what string) chromedp.Action[chromedp.Void] {
+	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		ok, err := chromedp.Evaluate[bool](expr)(ctx, tg)
+		if err == nil && !ok {
+			err = errors.New("not so: " + what)
+		}
+		return chromedp.Void{}, err
+	}
+}
+
 func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	return func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
 		for {
