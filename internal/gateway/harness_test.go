@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 
@@ -66,6 +67,7 @@ type fleet struct {
 	redis  *testenv.Redis
 	prefix string
 	gw     *gateway.Gateway
+	gwConn *nats.Conn // the gateway's own connection
 	srv    *httptest.Server
 	client *runfleet.Client
 	js     jetstream.JetStream
@@ -99,7 +101,8 @@ func newFleet(t testing.TB, o gateway.Options) *fleet {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the tenants bucket was not read within 10 s")
 	}
-	if f.gw, err = gateway.New(t.Context(), f.nats.Conn(), o); err != nil {
+	f.gwConn = f.nats.Conn()
+	if f.gw, err = gateway.New(t.Context(), f.gwConn, o); err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(f.gw.Handler())

@@ -1,6 +1,8 @@
 package gateway_test
 
 import (
+	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -112,5 +114,53 @@ func TestWebView(t *testing.T) {
 	}
 	if code, _ := get(t, http.DefaultClient, base+"static/app.js"); code != http.StatusOK {
 		t.Errorf("GET app.js = %d", code)
+	}
+}
+
+// TestViewersShareOneWatch: the web view follows a shown job with one watch, whatever the number
+// of pages showing it, so open pages add nothing to the load on NATS: the gateway's subscriptions
+// with five live pages of a job are those with one, and the watch ends with its last viewer.
+func TestViewersShareOneWatch(t *testing.T) {
+	f := newFleet(t, gateway.Options{})
+	f.startWorker()
+	c := f.browser()
+	if resp := postForm(t, c, f.srv.URL+"/ui/login", url.Values{"key": {apiKey}}); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login = %d", resp.StatusCode)
+	}
+	_, out := f.post("", `{"language":"python3","code":"import time\nprint('up', flush=True)\ntime.sleep(60)"}`)
+	id := out["job_id"].(string)
+	// view opens the job's live page and returns once its output has arrived through it.
+	view := func() (leave func()) {
+		ctx, cancel := context.WithCancel(t.Context())
+		req, _ := http.NewRequestWithContext(ctx, "GET", f.srv.URL+"/ui/jobs/"+id+"/live", nil)
+		resp, err := c.Do(req)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET live = %v %v", resp, err)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() && !strings.Contains(sc.Text(), "up") {
+		}
+		if sc.Err() != nil {
+			t.Fatalf("reading the live page: %v", sc.Err())
+		}
+		return func() { cancel(); resp.Body.Close() }
+	}
+	before := f.gwConn.NumSubscriptions()
+	leaves := []func(){view()}
+	one := f.gwConn.NumSubscriptions()
+	for range 4 {
+		leaves = append(leaves, view())
+	}
+	if five := f.gwConn.NumSubscriptions(); one <= before || five != one {
+		t.Errorf("the gateway's subscriptions: %d before, %d with one viewer, %d with five; want five viewers to cost what one does", before, one, five)
+	}
+	for _, leave := range leaves {
+		leave()
+	}
+	testenv.WaitFor(t, 10*time.Second, "the watch ended with its last viewer", func() bool {
+		return f.gwConn.NumSubscriptions() == before
+	})
+	if code, b := f.do("DELETE", "/v1/jobs/"+id, apiKey, nil); code != http.StatusAccepted {
+		t.Errorf("DELETE = %d %s", code, b)
 	}
 }
