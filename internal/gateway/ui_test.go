@@ -115,6 +115,52 @@ func TestWebView(t *testing.T) {
 	if code, _ := get(t, http.DefaultClient, base+"static/app.js"); code != http.StatusOK {
 		t.Errorf("GET app.js = %d", code)
 	}
+	// A cross-site request is refused even with the right token (Sec-Fetch-Site, set by browsers).
+	req, _ := http.NewRequest("POST", base+"jobs/"+id+"/redrive", strings.NewReader(url.Values{"csrf": {m[1]}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if resp, err := c.Do(req); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site redrive = %v %v, want 403", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// The overview's live stream outside a browser: an event with the rendered rows.
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, "GET", base+"live/overview", nil)
+	resp, err := c.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET live/overview = %v %v, want 200 text/event-stream", resp, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var event strings.Builder
+	for in := false; sc.Scan(); {
+		line := sc.Text()
+		if line == "event: overview" {
+			in = true
+		} else if in && line == "" {
+			break
+		} else if in {
+			event.WriteString(line + "\n")
+		}
+	}
+	if !strings.Contains(event.String(), "queue-row") {
+		t.Errorf("live/overview's first event = %q, want the rendered queue rows", event.String())
+	}
+}
+
+// TestUIOff: --ui=false serves no web view, and the API is unchanged.
+func TestUIOff(t *testing.T) {
+	f := newFleet(t, gateway.Options{DisableUI: true})
+	for _, path := range []string{"/ui/", "/ui/login", "/ui/static/app.js"} {
+		if code, _ := f.do("GET", path, apiKey, nil); code != http.StatusNotFound {
+			t.Errorf("GET %s with the view off = %d, want 404", path, code)
+		}
+	}
+	if code, b := f.do("GET", "/v1/jobs/no-such-job", apiKey, nil); code != http.StatusNotFound {
+		t.Errorf("GET a job with the view off = %d %s, want the API's 404", code, b)
+	}
 }
 
 // TestViewersShareOneWatch: the web view follows a shown job with one watch, whatever the number
