@@ -13,6 +13,10 @@ import (
 // maxFeedBytes bounds the output a feed keeps for late viewers; past it the page says so.
 const maxFeedBytes = 4 << 20
 
+// linger is how long a feed outlives its last viewer: a rendered page's live stream, which opens
+// right after the render left, and a reload find the pages already read.
+const linger = 10 * time.Second
+
 // Watcher follows one job's pages to its settlement (runfleet.Client.Watch).
 type Watcher interface {
 	Watch(ctx context.Context, id string, onPage func(runfleet.Page) error) (job.Settlement, error)
@@ -39,6 +43,7 @@ type feed struct {
 	viewers  map[chan struct{}]struct{}
 	cancel   context.CancelFunc
 	finished bool
+	idle     *time.Timer // ends the feed a linger after its last viewer left; h.mu guards it
 }
 
 func newHub(w Watcher) *hub { return &hub{w: w, feeds: map[string]*feed{}} }
@@ -51,6 +56,9 @@ func (h *hub) close() {
 	h.mu.Lock()
 	h.closed = true
 	for _, f := range h.feeds {
+		if f.idle != nil {
+			f.idle.Stop()
+		}
 		f.cancel()
 	}
 	h.mu.Unlock()
@@ -74,6 +82,10 @@ func (h *hub) view(id string) (f *feed, notify chan struct{}, leave func()) {
 			h.wg.Go(func() { h.follow(ctx, id, f) })
 		}
 	}
+	if f.idle != nil {
+		f.idle.Stop()
+		f.idle = nil
+	}
 	f.mu.Lock()
 	f.viewers[notify] = struct{}{}
 	f.mu.Unlock()
@@ -85,10 +97,22 @@ func (h *hub) view(id string) (f *feed, notify chan struct{}, leave func()) {
 		delete(f.viewers, notify)
 		last := len(f.viewers) == 0
 		f.mu.Unlock()
-		if last && h.feeds[id] == f {
-			delete(h.feeds, id)
-			f.cancel()
+		if last && h.feeds[id] == f && !h.closed {
+			f.idle = time.AfterFunc(linger, func() { h.drop(id, f) })
 		}
+	}
+}
+
+// drop ends feed f of job id unless a viewer came back to it meanwhile.
+func (h *hub) drop(id string, f *feed) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f.mu.Lock()
+	viewed := len(f.viewers) > 0
+	f.mu.Unlock()
+	if !viewed && h.feeds[id] == f {
+		delete(h.feeds, id)
+		f.cancel()
 	}
 }
 
