@@ -106,10 +106,10 @@ func (u *UI) snapshot(ctx context.Context, s Session) map[string]any {
 	if s.Operator {
 		data["Workers"] = workers
 	}
-	rows := u.queues(ctx, s.Tenant, workers)
+	rows, qerr := u.queues(ctx, s.Tenant, workers)
 	data["Queues"] = rows
 	total, err := u.settled(ctx, s.Tenant, rows)
-	if err != nil {
+	if err = errors.Join(qerr, err); err != nil {
 		data["Error"] = err.Error()
 	}
 	data["Settled"], data["JobsPerS"] = total.Settled, total.JobsPerS
@@ -174,15 +174,15 @@ func (u *UI) settled(ctx context.Context, tenant string, rows []queueRow) (figur
 // when it is not empty): per queue and tenant, whether a worker serves it, jobs waiting, delivered
 // but not acked (running), and how long the oldest waiting job has waited. One listing serves
 // every row, and one get each row's oldest wait (for the first oldestRows).
-func (u *UI) queues(ctx context.Context, tenant string, workers []heartbeat) []queueRow {
+func (u *UI) queues(ctx context.Context, tenant string, workers []heartbeat) ([]queueRow, error) {
 	js, err := jetstream.New(u.o.NATS)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	subjects := u.o.Client.Subjects()
 	backlogs, err := queue.Tenants(ctx, js, subjects)
 	if err != nil {
-		return []queueRow{{Queue: "–", Err: err.Error()}}
+		return nil, fmt.Errorf("queues: %w", err)
 	}
 	served := map[string]bool{}
 	for _, w := range workers {
@@ -212,7 +212,7 @@ func (u *UI) queues(ctx context.Context, tenant string, workers []heartbeat) []q
 		}
 		rows = append(rows, row)
 	}
-	return rows
+	return rows, nil
 }
 
 func (u *UI) jobs(w http.ResponseWriter, r *http.Request) {
