@@ -72,9 +72,10 @@ func TestBulkRedrive(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	// A thousand sandboxes take about two minutes here, three times that on a loaded machine.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	testenv.WaitFor(t, 5*time.Minute, "1,000 failed jobs listed", func() bool {
+	testenv.WaitFor(t, 10*time.Minute, "1,000 failed jobs listed", func() bool {
 		l, err := c.ListJobs(ctx, job.ListQuery{Status: job.StatusFailed, Limit: 1, Count: true})
 		return err == nil && *l.Count == jobs
 	})
@@ -92,8 +93,9 @@ func TestBulkRedrive(t *testing.T) {
 	if got.code != 0 || !strings.Contains(got.stdout, fmt.Sprintf("done: %d redriven, 0 skipped, 0 failed of %d", jobs, jobs)) {
 		t.Fatalf("redrive = %d %q %q", got.code, got.stdout, got.stderr)
 	}
-	// 1,000 at 200 a second is 5 s; progress is read every second, and the machine is loaded.
-	if want := time.Duration(jobs/rate) * time.Second; took < want-500*time.Millisecond || took > 3*want {
+	// 1,000 at 200 a second is 5 s: never faster (the pace holds); slower only as far as a loaded
+	// machine makes it (a pace not kept at all, at one a second, would take 1,000 s).
+	if want := time.Duration(jobs/rate) * time.Second; took < want-500*time.Millisecond || took > 12*want {
 		t.Errorf("the run took %v, want about %v", took, want)
 	}
 	again := submitAt(url, append(filter, "--dry-run")...)

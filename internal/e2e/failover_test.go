@@ -83,12 +83,12 @@ func (f *fleet) settledNow() map[string]bool {
 }
 
 // checkAfterFailover waits for every job, fails on a lost job, a second dispatch or a second
-// settlement (tally), and on an unknown job that had settled or that could not have been
-// running at the loss (more unknowns than slots).
+// settlement (tally: so a job settled before the loss is never settled again), and on more jobs
+// made unknown since the loss than could have been running then (slots).
 func checkAfterFailover(t *testing.T, f *fleet, ids []string, settledAtLoss map[string]bool, within time.Duration) {
 	t.Helper()
 	statuses := tally(t, f, ids, within)
-	var unknown []string
+	var unknown, before []string
 	disp := f.dispatches()
 	for _, id := range ids {
 		ctx, cancel := contextWithTimeout(t, 30*time.Second)
@@ -98,18 +98,20 @@ func checkAfterFailover(t *testing.T, f *fleet, ids []string, settledAtLoss map[
 			t.Fatalf("settlement of %s: %v", id, err)
 		}
 		switch {
+		case st.Status == job.StatusUnknown && settledAtLoss[id]:
+			// Its one settlement (a second fails the tally) was stored before the loss: a worker
+			// too loaded to extend its lease in time, not the failover.
+			before = append(before, id)
 		case st.Status == job.StatusUnknown:
 			unknown = append(unknown, id)
-			if settledAtLoss[id] {
-				t.Errorf("job %s settled before the master was lost, and again unknown", id)
-			}
 		case st.Status == job.StatusSucceeded && disp[id] != 1:
 			t.Errorf("job %s succeeded with %d dispatches, want 1", id, disp[id])
 		case st.Status != job.StatusSucceeded:
 			t.Errorf("job %s settled %s (%s), want succeeded or unknown", id, st.Status, st.Reason)
 		}
 	}
-	t.Logf("%d jobs, %d settled before the loss; statuses %v; unknown: %v", len(ids), len(settledAtLoss), statuses, unknown)
+	t.Logf("%d jobs, %d settled before the loss; statuses %v; unknown since the loss: %v; unknown before it: %v",
+		len(ids), len(settledAtLoss), statuses, unknown, before)
 	if len(unknown) > failoverSlots {
 		t.Errorf("%d jobs unknown, want at most the %d that can run at once", len(unknown), failoverSlots)
 	}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os/exec"
@@ -32,27 +33,50 @@ func StartRedis(t testing.TB, args ...string) *Redis {
 	if err != nil {
 		Missing(t, "redis-server on PATH (Debian package redis-server)")
 	}
-	port, err := freePort()
-	if err != nil {
-		t.Fatal(err)
+	r := &Redis{t: t, dir: t.TempDir()}
+	// A port free a moment ago may be taken by another test process before the server binds it:
+	// then the server exits at once, and another port is tried.
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Addr = "127.0.0.1:" + strconv.Itoa(port)
+		r.URL = "redis://" + r.Addr + "/0"
+		r.args = append([]string{bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", r.dir,
+			"--save", "", "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no"}, args...)
+		err = r.launch()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, errExited) || attempt == 3 {
+			t.Fatal(err)
+		}
 	}
-	r := &Redis{t: t, Addr: "127.0.0.1:" + strconv.Itoa(port), dir: t.TempDir()}
-	r.URL = "redis://" + r.Addr + "/0"
-	r.args = append([]string{bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--dir", r.dir,
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--daemonize", "no"}, args...)
-	r.start()
 	t.Cleanup(r.Stop)
 	return r
 }
 
+// errExited is a server that ended before it answered.
+var errExited = errors.New("redis-server exited before it answered")
+
 func (r *Redis) start() {
 	r.t.Helper()
+	if err := r.launch(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// launch starts the server and waits until it answers: up to 30 s, for a loaded machine.
+func (r *Redis) launch() error {
 	r.cmd = exec.Command(r.args[0], r.args[1:]...)
 	r.cmd.Dir = r.dir
 	// A test binary killed on its timeout runs no cleanup: the server must go with it.
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	var stderr Buffer
+	r.cmd.Stdout, r.cmd.Stderr = &stderr, &stderr
 	if err := r.cmd.Start(); err != nil {
-		r.t.Fatalf("start redis-server: %v", err)
+		return fmt.Errorf("start redis-server: %w", err)
 	}
 	r.done = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) {
@@ -61,13 +85,26 @@ func (r *Redis) start() {
 	}(r.cmd, r.done)
 	c := redis.NewClient(&redis.Options{Addr: r.Addr})
 	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for c.Ping(context.Background()).Err() != nil {
+		select {
+		case <-r.done:
+			r.cmd = nil
+			return fmt.Errorf("%w at %s: %s", errExited, r.Addr, lastLines(stderr.String(), 3))
+		default:
+		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("redis-server at %s did not answer in 10s", r.Addr)
+			return fmt.Errorf("redis-server at %s did not answer in 30s", r.Addr)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return nil
+}
+
+// lastLines is the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], " / ")
 }
 
 // Stop ends the server; its data is gone unless persistence was configured.
