@@ -13,12 +13,12 @@ import (
 )
 
 type consumerFixture struct {
-	t  *testing.T
+	t  testing.TB
 	js jetstream.JetStream
 	s  job.Subjects
 }
 
-func newConsumerFixture(t *testing.T) *consumerFixture {
+func newConsumerFixture(t testing.TB) *consumerFixture {
 	srv := testenv.StartNATS(t)
 	js, err := jetstream.New(srv.Conn())
 	if err != nil {

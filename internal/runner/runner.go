@@ -186,6 +186,11 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 		}
 		return err
 	}
+	puller, err := queue.NewPuller(r.nc, r.js)
+	if err != nil {
+		return err
+	}
+	defer puller.Close()
 	slots := make(chan struct{}, r.o.Concurrency)
 	var jobs, loops sync.WaitGroup
 	for q := range ts.queues {
@@ -198,7 +203,7 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 	// Several claim loops, so that fetches from several tenants' consumers are in flight at once:
 	// with many tenants a fetch often brings one job, and one loop would make them one at a time.
 	for range min(r.o.Concurrency, claimLoops) {
-		loops.Go(func() { r.claimLoop(claimCtx, runCtx, sched, slots, &jobs) })
+		loops.Go(func() { r.claimLoop(claimCtx, runCtx, sched, puller, slots, &jobs) })
 	}
 	r.consuming.Store(true)
 	stopReady := context.AfterFunc(claimCtx, func() { r.consuming.Store(false) })
@@ -210,7 +215,7 @@ func (r *Runner) Serve(claimCtx, runCtx context.Context) error {
 }
 
 // claimLoop takes free slots, asks the scheduler whose jobs to fetch, and starts what comes.
-func (r *Runner) claimLoop(claimCtx, runCtx context.Context, sched *fairshare.Scheduler, slots chan struct{}, jobs *sync.WaitGroup) {
+func (r *Runner) claimLoop(claimCtx, runCtx context.Context, sched *fairshare.Scheduler, puller *queue.Puller, slots chan struct{}, jobs *sync.WaitGroup) {
 	backoff := 100 * time.Millisecond
 	for {
 		select {
@@ -227,7 +232,7 @@ func (r *Runner) claimLoop(claimCtx, runCtx context.Context, sched *fairshare.Sc
 			release(slots, n)
 			return
 		}
-		msgs, err := fetch(g.Source, g.N)
+		msgs, err := puller.FetchNoWait(claimCtx, g.Source, g.N)
 		handles := g.Fetched(claimCtx, len(msgs))
 		release(slots, n-len(msgs))
 		if err != nil {
@@ -254,19 +259,6 @@ func (r *Runner) claimLoop(claimCtx, runCtx context.Context, sched *fairshare.Sc
 			})
 		}
 	}
-}
-
-// fetch takes up to n jobs of src that are waiting now, without waiting for more.
-func fetch(src *queue.Source, n int) ([]jetstream.Msg, error) {
-	batch, err := src.FetchNoWait(n)
-	if err != nil {
-		return nil, err
-	}
-	msgs := make([]jetstream.Msg, 0, n)
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	return msgs, batch.Error()
 }
 
 // claimLoops bounds the fetches a worker has in flight at once.
