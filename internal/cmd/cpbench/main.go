@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -69,7 +70,7 @@ const clockTick = 10 * time.Millisecond
 type benchConfig struct {
 	jobs, latencyJobs, inflight, concurrency int
 	cpuProfile, appendfsync, dir             string
-	stdout, tenants                          int
+	stdout, tenants, rounds                  int
 }
 
 func bench(ctx context.Context, args []string, out io.Writer) error {
@@ -83,8 +84,12 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the worker's CPU profile of the throughput run to this file")
 	fs.StringVar(&c.appendfsync, "appendfsync", "everysec", "redis-server's AOF appendfsync (everysec, always), or no for no AOF")
 	fs.IntVar(&c.tenants, "tenants", 1, "tenants the jobs are spread over, in turn (1: all the default tenant's)")
+	fs.IntVar(&c.rounds, "rounds", 0, "compare in this process: rounds of a --jobs block of one tenant's jobs, then one spread over --tenants (the order alternates), instead of the latency and throughput runs")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if c.rounds > 0 && c.tenants < 2 {
+		return errors.New("--rounds compares with --tenants 2 or more")
 	}
 	dir, err := os.MkdirTemp("", "cpbench-")
 	if err != nil {
@@ -144,11 +149,14 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	if _, err := s.run(ctx, client, max(50, c.tenants), 8); err != nil {
 		return err
 	}
+	procs := []proc{{"worker", w.Process.Pid}, {"nats-server", natsProc.Process.Pid}, {"redis-server", redisProc.Process.Pid}, {"cpbench (publisher)", os.Getpid()}}
+	if c.rounds > 0 {
+		return compare(ctx, c, s, client, procs, out)
+	}
 	lat, err := s.run(ctx, client, c.latencyJobs, 1)
 	if err != nil {
 		return err
 	}
-	procs := []proc{{"worker", w.Process.Pid}, {"nats-server", natsProc.Process.Pid}, {"redis-server", redisProc.Process.Pid}, {"cpbench (publisher)", os.Getpid()}}
 	if c.cpuProfile != "" {
 		_ = w.Process.Signal(syscall.SIGUSR1) // starts the profile
 	}
@@ -179,6 +187,55 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if st, err := js.Stream(ctx, client.Subjects().JobsStream()); err == nil {
 		fmt.Fprintf(out, "jobs stream consumers: %d; worker resident memory: %s\n", st.CachedInfo().State.Consumers, rss(w.Process.Pid))
+	}
+	return nil
+}
+
+// compare runs c.rounds rounds of two blocks of c.jobs jobs on the same worker, servers and
+// consumers: all of one tenant, and spread over c.tenants in turn. Each round's ratio compares
+// blocks seconds apart, so that a machine whose speed drifts (a shared VM's does, by 20% over
+// minutes) moves both sides of it; the order within a round alternates.
+func compare(ctx context.Context, c benchConfig, s *settled, client *runfleet.Client, procs []proc, out io.Writer) error {
+	fmt.Fprintf(out, "control plane alone: one worker (nop provider, %d slots), nats-server and redis-server (appendfsync %s)\n", c.concurrency, c.appendfsync)
+	fmt.Fprintf(out, "%d rounds of %d jobs of 1 tenant and %d jobs of %d tenants, %d in flight\n", c.rounds, c.jobs, c.jobs, c.tenants, c.inflight)
+	cpu := map[int][]time.Duration{1: make([]time.Duration, len(procs)), c.tenants: make([]time.Duration, len(procs))}
+	var ratios []float64
+	for r := range c.rounds {
+		order := []int{1, c.tenants}
+		if r%2 == 1 {
+			order = []int{c.tenants, 1}
+		}
+		rate := map[int]float64{}
+		for _, t := range order {
+			s.tenants = t
+			before := cpuTimes(procs)
+			start := time.Now()
+			if _, err := s.run(ctx, client, c.jobs, c.inflight); err != nil {
+				return err
+			}
+			rate[t] = float64(c.jobs) / time.Since(start).Seconds()
+			for i, a := range cpuTimes(procs) {
+				cpu[t][i] += a - before[i]
+			}
+		}
+		ratio := rate[c.tenants] / rate[1]
+		ratios = append(ratios, ratio)
+		fmt.Fprintf(out, "round %2d: 1 tenant %5.0f jobs/s, %d tenants %5.0f jobs/s, ratio %.3f\n", r+1, rate[1], c.tenants, rate[c.tenants], ratio)
+	}
+	var sum, sq float64
+	for _, x := range ratios {
+		sum += x
+	}
+	mean := sum / float64(len(ratios))
+	for _, x := range ratios {
+		sq += (x - mean) * (x - mean)
+	}
+	sd := math.Sqrt(sq / float64(max(len(ratios)-1, 1)))
+	fmt.Fprintf(out, "ratio %d tenants / 1: mean %.3f, sd %.3f, standard error %.3f\n", c.tenants, mean, sd, sd/math.Sqrt(float64(len(ratios))))
+	fmt.Fprintf(out, "CPU per job (USER_HZ ticks, all rounds): %-20s %12s %12s\n", "", "1 tenant", strconv.Itoa(c.tenants)+" tenants")
+	n := float64(c.jobs * c.rounds)
+	for i, p := range procs {
+		fmt.Fprintf(out, "  %-20s %9.1f µs %9.1f µs\n", p.name, float64(cpu[1][i].Microseconds())/n, float64(cpu[c.tenants][i].Microseconds())/n)
 	}
 	return nil
 }
