@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -111,4 +112,75 @@ func BenchmarkTenantShares(b *testing.B) {
 		b.ReportMetric(cpu["a"]/max(cpu["b"], 1), "a/b-cpu")
 		b.ReportMetric(float64(jobs["a"])/float64(max(jobs["b"], 1)), "a/b-jobs")
 	}
+}
+
+// BenchmarkTenantCost: the fleet's jobs/s with tenants against a single tenant, on one worker
+// (concurrency 2, namespace sandboxes, trivial python3 jobs). Each round floods the worker with a
+// block of jobs of one tenant and a block spread over ten in turn, in alternating order, and
+// compares their rates (submit of the first to the last's finish): blocks seconds apart see the
+// same machine, whose speed drifts over minutes on a shared VM.
+//
+//	RUNFLEET_BENCH_FULL=1 go test -run '^$' -bench TenantCost -benchtime 12x ./internal/runner/
+func BenchmarkTenantCost(b *testing.B) {
+	const tenants = 10
+	block := 50
+	if os.Getenv("RUNFLEET_BENCH_FULL") == "1" {
+		block = 200
+	}
+	f := newFleet(b)
+	f.startWorker(workerOpts{concurrency: 2, warm: 2})
+	rate := func(spread int) float64 {
+		start := time.Now()
+		ids := make([]string, block)
+		for i := range ids {
+			ids[i] = f.submitAs("t"+strconv.Itoa(i%spread), job.Request{Language: "python3", Code: "pass"})
+		}
+		var last time.Time
+		for _, id := range ids {
+			st := f.wait(id).st
+			if st.Status != job.StatusSucceeded {
+				b.Fatalf("job %s: %s %s", id, st.Status, st.Reason)
+			}
+			if st.FinishedAt.After(last) {
+				last = st.FinishedAt
+			}
+		}
+		return float64(block) / last.Sub(start).Seconds()
+	}
+	rate(tenants) // every tenant's consumer made, the pool warm
+	var ratios []float64
+	var one, many float64
+	round := 0
+	for b.Loop() {
+		var r1, rn float64
+		if round%2 == 0 {
+			r1, rn = rate(1), rate(tenants)
+		} else {
+			rn, r1 = rate(tenants), rate(1)
+		}
+		round++
+		one, many = one+r1, many+rn
+		ratios = append(ratios, rn/r1)
+	}
+	mean, se := meanSE(ratios)
+	b.ReportMetric(one/float64(len(ratios)), "1-tenant-jobs/s")
+	b.ReportMetric(many/float64(len(ratios)), "10-tenants-jobs/s")
+	b.ReportMetric(mean, "ratio")
+	b.ReportMetric(se, "ratio-se")
+}
+
+// meanSE is the mean of xs and its standard error.
+func meanSE(xs []float64) (mean, se float64) {
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= float64(len(xs))
+	if len(xs) < 2 {
+		return mean, 0
+	}
+	var sq float64
+	for _, x := range xs {
+		sq += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(sq / float64(len(xs)-1) / float64(len(xs)))
 }
