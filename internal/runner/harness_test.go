@@ -79,7 +79,7 @@ func newFleetWith(t testing.TB, so runfleet.StreamOptions) *fleet {
 
 type workerOpts struct {
 	id          string
-	concurrency int
+	concurrency int // default 2
 	ttl         time.Duration
 	policy      func(*job.Policy)
 	profiles    profile.Set      // added to the built-in ones
@@ -142,7 +142,7 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 		running = fairshare.NewRunning(f.redis.Client(), "runfleet", cmpOr(o.id, "w1"), leases.TTL())
 	}
 	r := runner.New(nc, js, f.subjects, leases, p, runner.Options{Running: running,
-		Worker: cmpOr(o.id, "w1"), Concurrency: max(o.concurrency, 2), Policy: policy,
+		Worker: cmpOr(o.id, "w1"), Concurrency: cmp.Or(o.concurrency, 2), Policy: policy,
 		Profiles: profiles, SettleWait: cmp.Or(o.settleWait, 10*time.Second), MaxFailures: 3, Sandboxes: warm,
 		Logger: log, Sandbox: o.sandbox, Index: o.index, Tenants: o.tenants,
 	})

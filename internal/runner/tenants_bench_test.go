@@ -70,8 +70,9 @@ func BenchmarkTenantWait(b *testing.B) {
 }
 
 // BenchmarkTenantShares: tenants a (weight 2, jobs about twice as costly in CPU) and b (weight 1)
-// both flood one worker (concurrency 2); their shares of the sandbox CPU time settled within the
-// window, after a warm-up, should be 2:1.
+// both flood the fleet; their shares of the sandbox CPU time settled within the window, after a
+// warm-up, should be 2:1. With one worker (concurrency 2), and with two (concurrency 1 each):
+// each worker keeps its own account of what it ran, and the fleet's shares are the sum of theirs.
 //
 //	RUNFLEET_BENCH_FULL=1 go test -run XXX -bench TenantShares -benchtime 1x ./internal/runner/
 func BenchmarkTenantShares(b *testing.B) {
@@ -79,38 +80,48 @@ func BenchmarkTenantShares(b *testing.B) {
 	spin := func(ms int) string {
 		return "import time\nt = time.process_time()\nwhile time.process_time() - t < " + strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) + ": pass"
 	}
-	for b.Loop() {
-		f := newFleet(b)
-		pol, _ := f.followPolicies(map[string]tenant.Policy{"a": {Weight: 2}, "b": {Weight: 1}})
-		per := int(window/(40*time.Millisecond)) + 50 // more than the window can run
-		ids := map[string][]string{}
-		for range per {
-			ids["a"] = append(ids["a"], f.submitAs("a", job.Request{Language: "python3", Code: spin(80)}))
-			ids["b"] = append(ids["b"], f.submitAs("b", job.Request{Language: "python3", Code: spin(40)}))
-		}
-		start := time.Now()
-		f.startWorker(workerOpts{concurrency: 2, warm: 2, tenants: pol})
-		from, to := start.Add(window/4), start.Add(window/4+window)
-		time.Sleep(time.Until(to)) // a benchmark's measuring window, not a wait for an event
-		f.shutdown()
-		cpu := map[string]float64{}
-		jobs := map[string]int{}
-		for tenantName, list := range ids {
-			for _, id := range list {
-				st, err := f.client.Settlement(b.Context(), id)
-				if err != nil || st.Usage == nil || st.Usage.CPUMS == nil || st.FinishedAt.Before(from) || st.FinishedAt.After(to) {
-					continue
+	for _, workers := range []int{1, 2} {
+		b.Run("workers="+strconv.Itoa(workers), func(b *testing.B) {
+			for b.Loop() {
+				f := newFleet(b)
+				pol, _ := f.followPolicies(map[string]tenant.Policy{"a": {Weight: 2}, "b": {Weight: 1}})
+				per := int(window/(40*time.Millisecond)) + 50 // more than the window can run
+				ids := map[string][]string{}
+				for range per {
+					ids["a"] = append(ids["a"], f.submitAs("a", job.Request{Language: "python3", Code: spin(80)}))
+					ids["b"] = append(ids["b"], f.submitAs("b", job.Request{Language: "python3", Code: spin(40)}))
 				}
-				cpu[tenantName] += float64(*st.Usage.CPUMS)
-				jobs[tenantName]++
+				start := time.Now()
+				var stops []func()
+				for w := range workers {
+					f.startWorker(workerOpts{id: "w" + strconv.Itoa(w+1), concurrency: 2 / workers, warm: 2 / workers, tenants: pol})
+					stops = append(stops, f.shutdown)
+				}
+				from, to := start.Add(window/4), start.Add(window/4+window)
+				time.Sleep(time.Until(to)) // a benchmark's measuring window, not a wait for an event
+				for _, stop := range stops {
+					stop()
+				}
+				cpu := map[string]float64{}
+				jobs := map[string]int{}
+				for tenantName, list := range ids {
+					for _, id := range list {
+						st, err := f.client.Settlement(b.Context(), id)
+						if err != nil || st.Usage == nil || st.Usage.CPUMS == nil || st.FinishedAt.Before(from) || st.FinishedAt.After(to) {
+							continue
+						}
+						cpu[tenantName] += float64(*st.Usage.CPUMS)
+						jobs[tenantName]++
+					}
+				}
+				if cpu["a"]+cpu["b"] == 0 {
+					b.Fatal("no job settled in the window")
+				}
+				b.ReportMetric(cpu["a"]/(cpu["a"]+cpu["b"]), "a-cpu-share")
+				b.ReportMetric(cpu["a"]/max(cpu["b"], 1), "a/b-cpu")
+				b.ReportMetric(float64(jobs["a"])/float64(max(jobs["b"], 1)), "a/b-jobs")
 			}
-		}
-		if cpu["a"]+cpu["b"] == 0 {
-			b.Fatal("no job settled in the window")
-		}
-		b.ReportMetric(cpu["a"]/(cpu["a"]+cpu["b"]), "a-cpu-share")
-		b.ReportMetric(cpu["a"]/max(cpu["b"], 1), "a/b-cpu")
-		b.ReportMetric(float64(jobs["a"])/float64(max(jobs["b"], 1)), "a/b-jobs")
+		})
 	}
 }
 
