@@ -16,10 +16,11 @@
 //     wait behind what the others used before it came.
 //   - Nothing idles for fairness' sake: a pick takes the best active tenant, whatever its share,
 //     and a fetch that finds a consumer empty marks it idle until the stream says otherwise.
-//     The server counts a job in a consumer's backlog a moment after it announces it, so a fetch
-//     that comes short just after an announcement is made once more shortly after (one recheck
-//     per announcement) before the consumer counts as idle: else the job would wait for the
-//     next announcement of its tenant, or the periodic listing.
+//     The server counts a job in a consumer's backlog a moment after it announces it (later the
+//     busier it is), so a fetch that comes short of the last job announced, by its stream
+//     sequence, is made again at growing intervals, a few times, before the consumer counts as
+//     idle: else the job would wait for the next announcement of its tenant, or the periodic
+//     listing. A fetch that brought the announced job is not repeated.
 //
 // Each worker is fair on its own; since every worker serves every tenant and picks the same way,
 // the fleet's shares are the workers' shares. The one bound that must hold across the fleet,

@@ -56,9 +56,10 @@ type entry struct {
 	active bool
 	last   uint64 // the turn it was last picked: ties go to the longest waiting
 
-	arrived time.Time // when a job of it was last announced
-	recheck time.Time // not picked before then: a fetch came short just after an announcement
-	checked time.Time // the announcement a recheck was scheduled for: one recheck each
+	announced uint64    // the stream sequence of its last job announced
+	seen      uint64    // the last stream sequence it fetched, or gave up waiting for
+	recheck   time.Time // not picked before then: the announced job was not there yet
+	rechecks  int       // made for the last job announced
 
 	// fetching: a grant of it is out, not yet Fetched. Another pick would fetch beside it and
 	// mostly come back empty; one fetch brings a job for every slot it was granted.
@@ -66,13 +67,15 @@ type entry struct {
 }
 
 // The server counts a stored job in a consumer's backlog a moment after it announces it (its
-// consumers are signalled from a queue of their own), and a fetch that does not wait reads that
-// count: a fetch right after an announcement may come back empty with the job stored. A pair
-// whose fetch came short within announceLag of an announcement is fetched once more recheckAfter
-// later, instead of waiting idle for the next announcement or sweep.
+// consumers are signalled from a queue of their own, late when the server is busy), and a fetch
+// that does not wait reads that count: a fetch right after an announcement may come back without
+// the job. A pair whose fetch came short of its last announced job is fetched again after
+// recheckAfter, doubling, up to maxRechecks times (310 ms in all), instead of waiting idle for
+// the next announcement or sweep. Another worker may have taken the job: then the rechecks find
+// nothing, and the pair is idle after them.
 const (
-	announceLag  = 100 * time.Millisecond
 	recheckAfter = 10 * time.Millisecond
+	maxRechecks  = 5
 )
 
 type account struct {
@@ -133,14 +136,17 @@ func (s *Scheduler) Pairs() []queue.Pair {
 	return out
 }
 
-// Arrived marks p active: a job of it was stored (or may wait), and reports whether p is known.
-func (s *Scheduler) Arrived(p queue.Pair) bool {
+// Arrived marks p active: its job of stream sequence seq was stored, or when seq is 0 some may
+// wait. It reports whether p is known.
+func (s *Scheduler) Arrived(p queue.Pair, seq uint64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.pairs[p]
 	if ok {
-		// A new announcement is fetched now, and may have its own recheck.
-		e.arrived, e.recheck = s.o.Now(), time.Time{}
+		if seq > e.announced {
+			// A new announcement is fetched now, and has rechecks of its own.
+			e.announced, e.recheck, e.rechecks = seq, time.Time{}, 0
+		}
 		s.activate(e)
 	}
 	return ok
@@ -222,7 +228,6 @@ type Grant struct {
 	s      *Scheduler
 	tokens []string
 	cost   float64
-	picked time.Time
 }
 
 // Pick waits until some tenant has an active consumer and may start a job, and grants up to n
@@ -249,7 +254,7 @@ func (s *Scheduler) Pick(ctx context.Context, n int) (*Grant, error) {
 		p, src := e.pair, e.src
 		s.mu.Unlock()
 
-		g := &Grant{Pair: p, Source: src, N: n, s: s, picked: s.o.Now()}
+		g := &Grant{Pair: p, Source: src, N: n, s: s}
 		if limit := s.o.Policies.Of(p.Tenant).MaxRunning; limit > 0 && s.o.Running != nil {
 			tokens, err := s.o.Running.Acquire(ctx, p.Tenant, n, limit)
 			if err != nil {
@@ -342,10 +347,11 @@ func (s *Scheduler) unfetch(e *entry, block bool) {
 	s.wakeAll()
 }
 
-// Fetched says the fetch brought got of g's N jobs. Fewer than N means the consumer has no more
-// waiting for this worker: it is idle until the stream says otherwise. It returns a handle for
-// each job that came, and gives back the rest of the grant.
-func (g *Grant) Fetched(ctx context.Context, got int) []*Job {
+// Fetched says the fetch brought got of g's N jobs, the last of stream sequence last. Fewer than N
+// means the consumer has no more waiting for this worker, once the last job announced came or was
+// waited for: it is idle until the stream says otherwise. It returns a handle for each job that
+// came, and gives back the rest of the grant.
+func (g *Grant) Fetched(ctx context.Context, got int, last uint64) []*Job {
 	s := g.s
 	s.mu.Lock()
 	a := s.account(g.Pair.Tenant)
@@ -353,12 +359,15 @@ func (g *Grant) Fetched(ctx context.Context, got int) []*Job {
 	a.usage = max(0, a.usage-g.cost*float64(g.N-got))
 	if e := s.pairs[g.Pair]; e != nil {
 		e.fetching = false
+		e.seen = max(e.seen, last)
 		switch {
 		case got == g.N:
 			s.wakeAll() // more may wait: a pick waiting for it may have slots
-		case e.arrived.After(g.picked.Add(-announceLag)) && !e.checked.Equal(e.arrived):
-			e.checked, e.recheck = e.arrived, s.o.Now().Add(recheckAfter)
+		case e.announced > e.seen && e.rechecks < maxRechecks:
+			e.recheck = s.o.Now().Add(recheckAfter << e.rechecks)
+			e.rechecks++
 		default:
+			e.seen = max(e.seen, e.announced)
 			s.idle(e)
 		}
 	}

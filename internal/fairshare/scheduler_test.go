@@ -52,8 +52,8 @@ func (sm *sim) run(slots int, d time.Duration) {
 				sm.t.Fatal(err)
 			}
 			// A flooding tenant always has another job: the fetch brings one and it stays active.
-			j := g.Fetched(ctx, 1)[0]
-			sm.s.Arrived(g.Pair)
+			j := g.Fetched(ctx, 1, 0)[0]
+			sm.s.Arrived(g.Pair, 0)
 			busy = append(busy, running{tenant: g.Pair.Tenant, ends: sm.now.Add(sm.cost[g.Pair.Tenant]), job: j})
 			sm.picks = append(sm.picks, g.Pair.Tenant)
 		}
@@ -144,14 +144,14 @@ func TestIdleBanksNoCredit(t *testing.T) {
 			t.Fatal(err)
 		}
 		if g.Pair.Tenant == "b" {
-			g.Fetched(ctx, 0)
+			g.Fetched(ctx, 0, 0)
 			break
 		}
-		g.Fetched(ctx, 1)[0].Done(ctx, 30)
-		sm.s.Arrived(g.Pair)
+		g.Fetched(ctx, 1, 0)[0].Done(ctx, 30)
+		sm.s.Arrived(g.Pair, 0)
 	}
 	sm.run(2, time.Minute)
-	sm.s.Arrived(pair("b"))
+	sm.s.Arrived(pair("b"), 0)
 	before := len(sm.picks)
 	sm.run(2, 3*time.Second)
 	n := map[string]int{}
@@ -172,7 +172,7 @@ func TestPickWaitsForAnArrival(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Fetched(ctx, 0) // empty: a goes idle
+	g.Fetched(ctx, 0, 0) // empty: a goes idle
 	picked := make(chan *fairshare.Grant)
 	go func() {
 		g, err := s.Pick(ctx, 1)
@@ -186,17 +186,17 @@ func TestPickWaitsForAnArrival(t *testing.T) {
 		t.Fatalf("Pick() = %v with every consumer idle, want it to wait", g.Pair)
 	case <-time.After(50 * time.Millisecond):
 	}
-	s.Arrived(pair("a"))
+	s.Arrived(pair("a"), 0)
 	g, ok := <-picked
 	if !ok || g.Pair != pair("a") {
 		t.Fatalf("Pick() after the arrival = %v; want a", ok)
 	}
-	g.Fetched(ctx, 1) // the whole grant: a may hold more
+	g.Fetched(ctx, 1, 0) // the whole grant: a may hold more
 	g, err = s.Pick(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Fetched(ctx, 0)
+	g.Fetched(ctx, 0, 0)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	if _, err := s.Pick(cctx, 1); err == nil {
@@ -204,42 +204,68 @@ func TestPickWaitsForAnArrival(t *testing.T) {
 	}
 }
 
-// TestShortFetchAfterAnnouncement: a fetch that comes back empty just after its pair was
-// announced (the server counts the job a moment after announcing it) leaves the pair to be
-// fetched once more shortly after; a second empty fetch with no new announcement makes it idle
-// until the next one.
+// TestShortFetchAfterAnnouncement: a fetch that comes back without the job just announced (the
+// server counts it a moment after announcing it) leaves the pair to be fetched again at growing
+// intervals, a bounded number of times; a fetch that brought the announced job is not repeated.
 func TestShortFetchAfterAnnouncement(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	s := fairshare.New(fairshare.Options{Now: func() time.Time { return now }})
 	ctx := context.Background()
 	s.Add(pair("a"), nil)
-	g, err := s.Pick(ctx, 1) // the pair's first fetch, long after nothing was announced
+	g, err := s.Pick(ctx, 1) // the pair's first fetch, with nothing announced
 	if err != nil {
 		t.Fatal(err)
 	}
-	g.Fetched(ctx, 0)
+	g.Fetched(ctx, 0, 0)
 	pickWithin := func(d time.Duration) bool {
 		t.Helper()
 		c, cancel := context.WithTimeout(ctx, d)
 		defer cancel()
-		g, err = s.Pick(c, 1)
+		g, err = s.Pick(c, 2)
 		return err == nil
 	}
 	if pickWithin(50 * time.Millisecond) {
 		t.Fatal("a pair fetched empty with nothing announced was picked again, want it idle")
 	}
-	s.Arrived(pair("a"))
+
+	s.Arrived(pair("a"), 7)
 	if !pickWithin(time.Second) {
 		t.Fatal("an announced pair was not picked")
 	}
-	g.Fetched(ctx, 0) // the server had not counted the job yet
-	now = now.Add(20 * time.Millisecond)
-	if !pickWithin(time.Second) {
-		t.Fatal("a pair fetched empty right after its announcement was not fetched again")
-	}
-	g.Fetched(ctx, 0)
-	now = now.Add(20 * time.Millisecond)
+	g.Fetched(ctx, 1, 7) // the announced job came: the pair is idle
 	if pickWithin(50 * time.Millisecond) {
-		t.Error("a pair fetched empty twice for one announcement was picked again, want it idle")
+		t.Fatal("a pair whose fetch brought the announced job was picked again, want it idle")
+	}
+
+	s.Arrived(pair("a"), 9)
+	rechecks := 0
+	for pickWithin(time.Second) {
+		g.Fetched(ctx, 0, 0) // the server has not counted job 9 yet
+		now = now.Add(time.Second)
+		rechecks++
+		if rechecks > 10 {
+			t.Fatal("the pair was picked again without end")
+		}
+	}
+	if rechecks < 3 {
+		t.Errorf("a pair was fetched %d times for one announced job that did not come, want a few", rechecks)
+	}
+
+	s.Arrived(pair("a"), 11)
+	if !pickWithin(time.Second) {
+		t.Fatal("an announced pair was not picked")
+	}
+	g.Fetched(ctx, 0, 0)
+	if pickWithin(50 * time.Millisecond) {
+		t.Fatal("a pair was fetched again before the recheck's time")
+	}
+	now = now.Add(time.Second)
+	if !pickWithin(time.Second) {
+		t.Fatal("a pair fetched empty just after its announcement was not fetched again")
+	}
+	g.Fetched(ctx, 1, 11) // the job came on the recheck
+	now = now.Add(time.Second)
+	if pickWithin(50 * time.Millisecond) {
+		t.Error("a pair was fetched again after its announced job came")
 	}
 }

@@ -233,7 +233,7 @@ func (r *Runner) claimLoop(claimCtx, runCtx context.Context, sched *fairshare.Sc
 			return
 		}
 		msgs, err := puller.FetchNoWait(claimCtx, g.Source, g.N)
-		handles := g.Fetched(claimCtx, len(msgs))
+		handles := g.Fetched(claimCtx, len(msgs), lastSeq(msgs))
 		release(slots, n-len(msgs))
 		if err != nil {
 			r.log.Warn("fetch", "queue", g.Pair.Queue, "tenant", g.Pair.Tenant, "err", err)
@@ -259,6 +259,17 @@ func (r *Runner) claimLoop(claimCtx, runCtx context.Context, sched *fairshare.Sc
 			})
 		}
 	}
+}
+
+// lastSeq is the highest stream sequence of msgs; 0 when none says.
+func lastSeq(msgs []jetstream.Msg) uint64 {
+	var last uint64
+	for _, m := range msgs {
+		if meta, err := m.Metadata(); err == nil {
+			last = max(last, meta.Sequence.Stream)
+		}
+	}
+	return last
 }
 
 // claimLoops bounds the fetches a worker has in flight at once.

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -60,7 +61,8 @@ func (t *tenants) listen() (func(), error) {
 				return
 			}
 			p := queue.Pair{Queue: parts[len(parts)-3], Tenant: parts[len(parts)-2]}
-			if t.sched.Arrived(p) || !job.ValidTenant(p.Tenant) {
+			seq, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+			if t.sched.Arrived(p, seq) || !job.ValidTenant(p.Tenant) {
 				return
 			}
 			select {
@@ -135,7 +137,7 @@ func (t *tenants) sweep(ctx context.Context) {
 			t.sched.Add(p, src)
 		}
 		if b.Pending > 0 || b.AckPending > 0 {
-			t.sched.Arrived(p)
+			t.sched.Arrived(p, 0)
 		}
 	}
 	t.r.o.Observer.Queued(queued)
@@ -203,7 +205,11 @@ func (t *tenants) discovered(ctx context.Context, q string, d *queue.Source, m j
 		}
 		t.sched.Add(p, src)
 	}
-	t.sched.Arrived(p)
+	var seq uint64
+	if meta, err := m.Metadata(); err == nil {
+		seq = meta.Sequence.Stream
+	}
+	t.sched.Arrived(p, seq)
 	_ = m.Ack()
 	return true
 }
