@@ -1,5 +1,6 @@
-// Package queue is runfleet's side of NATS JetStream: the durable pull consumer each queue shares
-// across the fleet, and the result log a job's pages and settlement are stored in.
+// Package queue is runfleet's side of NATS JetStream: the durable pull consumers the fleet shares
+// (one per queue and tenant, fetched through a worker's [Puller]), and the result log a job's
+// pages and settlement are stored in.
 //
 // The jobs stream keeps every request for the retention, served or not (Limits retention, one
 // message per job subject): an ack moves the consumer on and removes nothing, and a message that
