@@ -235,7 +235,7 @@ func (r *Runner) claimLoop(claimCtx, runCtx context.Context, sched *fairshare.Sc
 		msgs, err := puller.FetchNoWait(claimCtx, g.Source, g.N)
 		handles := g.Fetched(claimCtx, len(msgs), lastSeq(msgs))
 		release(slots, n-len(msgs))
-		if err != nil {
+		if err != nil && claimCtx.Err() == nil {
 			r.log.Warn("fetch", "queue", g.Pair.Queue, "tenant", g.Pair.Tenant, "err", err)
 			select {
 			case <-time.After(backoff):
