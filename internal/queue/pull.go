@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -77,13 +76,7 @@ func (p *Puller) Close() error { return p.sub.Unsubscribe() }
 // any, comes with the messages that came before it.
 func (p *Puller) FetchNoWait(ctx context.Context, src *Source, n int) ([]jetstream.Msg, error) {
 	info := src.CachedInfo()
-	req, err := json.Marshal(struct {
-		Batch  int  `json:"batch"`
-		NoWait bool `json:"no_wait"`
-	}{n, true})
-	if err != nil {
-		return nil, err
-	}
+	req := []byte(`{"batch":` + strconv.Itoa(n) + `,"no_wait":true}`)
 	pl := &pull{consumer: info.Name, want: n, msgs: make([]jetstream.Msg, 0, n), done: make(chan struct{})}
 	p.mu.Lock()
 	for p.byConsumer[pl.consumer] != nil {
@@ -138,7 +131,7 @@ func (p *Puller) endLocked(pl *pull, err error) {
 
 // receive takes one reply. They come in order, on the subscription's own goroutine.
 func (p *Puller) receive(m *nats.Msg) {
-	status, isStatus := statusOf(m)
+	isStatus, status := statusOf(m)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if isStatus {
@@ -174,30 +167,30 @@ func (p *Puller) receive(m *nats.Msg) {
 
 // statusOf says whether m is a status reply rather than a job, and the status as an error (nil
 // for a heartbeat), mapped as jetstream maps them.
-func statusOf(m *nats.Msg) (error, bool) {
+func statusOf(m *nats.Msg) (bool, error) {
 	if len(m.Data) > 0 || len(m.Header) == 0 {
-		return nil, false
+		return false, nil
 	}
 	code := m.Header.Get("Status")
 	if code == "" {
-		return nil, false
+		return false, nil
 	}
 	descr := m.Header.Get("Description")
 	switch code {
 	case "100":
-		return nil, true
+		return true, nil
 	case "404":
-		return jetstream.ErrNoMessages, true
+		return true, jetstream.ErrNoMessages
 	case "408":
-		return nats.ErrTimeout, true
+		return true, nats.ErrTimeout
 	case "503":
-		return nats.ErrNoResponders, true
+		return true, nats.ErrNoResponders
 	case "409":
 		if strings.Contains(strings.ToLower(descr), "consumer deleted") {
-			return jetstream.ErrConsumerDeleted, true
+			return true, jetstream.ErrConsumerDeleted
 		}
 	}
-	return fmt.Errorf("nats: pull: status %s %s", code, descr), true
+	return true, fmt.Errorf("nats: pull: status %s %s", code, descr)
 }
 
 // jobMsg is a message a Puller brought: a jetstream.Msg whose acks are published on the

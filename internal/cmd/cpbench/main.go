@@ -193,7 +193,7 @@ func bench(ctx context.Context, args []string, out io.Writer) error {
 
 // compare runs c.rounds rounds of two blocks of c.jobs jobs on the same worker, servers and
 // consumers: all of one tenant, and spread over c.tenants in turn. Each round's ratio compares
-// blocks seconds apart, so that a machine whose speed drifts (a shared VM's does, by 20% over
+// blocks seconds apart, so that a machine whose speed drifts (a shared VM's does, by a third over
 // minutes) moves both sides of it; the order within a round alternates.
 func compare(ctx context.Context, c benchConfig, s *settled, client *runfleet.Client, procs []proc, out io.Writer) error {
 	fmt.Fprintf(out, "control plane alone: one worker (nop provider, %d slots), nats-server and redis-server (appendfsync %s)\n", c.concurrency, c.appendfsync)
