@@ -42,15 +42,15 @@ func (c *Client) OpenArtifact(ctx context.Context, id, path string) (io.ReadClos
 		}
 		store, err := c.js.ObjectStore(ctx, c.subjects.ArtifactsBucket())
 		if err != nil {
-			return nil, fmt.Errorf("artifact %q of %s: %w", path, id, err)
+			return nil, &JobError{ID: id, Err: fmt.Errorf("artifact %q: %w", path, err)}
 		}
 		r, err := store.Get(ctx, a.Object)
 		if err != nil {
-			return nil, fmt.Errorf("artifact %q of %s: %w", path, id, err)
+			return nil, &JobError{ID: id, Err: fmt.Errorf("artifact %q: %w", path, err)}
 		}
 		return r, nil
 	}
-	return nil, fmt.Errorf("artifact %q of %s: %w", path, id, ErrNoArtifact)
+	return nil, &JobError{ID: id, Err: fmt.Errorf("artifact %q: %w", path, ErrNoArtifact)}
 }
 
 // ErrArtifactExists is returned by [Client.SaveArtifacts] when a file it would write is already
@@ -81,14 +81,25 @@ func (c *Client) SaveArtifacts(ctx context.Context, id, dir string, opts *SaveOp
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return nil, &JobError{ID: id, Err: err}
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, err
+		return nil, &JobError{ID: id, Err: err}
 	}
 	defer root.Close()
-	return arts, saveAll(root, arts, func(p string) (io.ReadCloser, error) { return c.OpenArtifact(ctx, id, p) }, cmp.Or(opts, &SaveOptions{}))
+	// open reads one artifact unwrapped: the whole call's error names the job once.
+	open := func(p string) (io.ReadCloser, error) {
+		r, err := c.OpenArtifact(ctx, id, p)
+		if je, ok := errors.AsType[*JobError](err); ok {
+			return nil, je.Err
+		}
+		return r, err
+	}
+	if err := saveAll(root, arts, open, cmp.Or(opts, &SaveOptions{})); err != nil {
+		return arts, &JobError{ID: id, Err: err}
+	}
+	return arts, nil
 }
 
 // saveAll writes arts under root, reading each with open; see [Client.SaveArtifacts].

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // Options configure a [Client]. Zero fields take the documented defaults.
@@ -50,10 +51,15 @@ type Client struct {
 
 // NewClient returns a client on nc. It never creates or changes a stream, so that a publisher
 // allowed only to publish jobs and read results can start: the fleet's workers and gateways make
-// the streams, as [EnsureStreams] does. A bad o.Prefix is an error wrapping
+// the streams, as [Inspector.EnsureStreams] does. A bad o.Prefix is an error wrapping
 // [job.ErrInvalidPrefix], a bad o.Tenant one wrapping [job.ErrInvalidTenant]; ctx is unused and
 // kept for a later need.
 func NewClient(ctx context.Context, nc *nats.Conn, o Options) (*Client, error) {
+	return newClient(nc, o)
+}
+
+// newClient is NewClient without its unused ctx, for [NewInspector] too.
+func newClient(nc *nats.Conn, o Options) (*Client, error) {
 	s, err := job.NewSubjects(o.Prefix)
 	if err != nil {
 		return nil, err
@@ -85,7 +91,7 @@ var (
 	// ErrNotFound: the fleet holds nothing of this id — no job message waits in the jobs stream
 	// and no page, settlement or expiry marker is stored. Either no job with this id was ever
 	// accepted, or its results expired long enough ago that their markers expired too.
-	ErrNotFound = errors.New("job not found")
+	ErrNotFound = protocol.ErrNotFound
 	// ErrExpired: the job was accepted and settled, but its results have passed the results
 	// stream's MaxAge (24 h by default). The fleet still refuses to run the id again for as long
 	// as it keeps the job's record (7 days by default).
@@ -94,7 +100,7 @@ var (
 	ErrSettled = errors.New("job already settled")
 	// ErrNoSettlement: the job is known but has not settled, and the caller did not wait
 	// ([Client.Settlement]) or stopped waiting ([Client.Watch], wrapped with ctx's error).
-	ErrNoSettlement = errors.New("job not settled")
+	ErrNoSettlement = protocol.ErrNoSettlement
 	// ErrStreamFull: the jobs stream holds as many bytes as its bound (the workers'
 	// --jobs-max-bytes) allows, or its servers have no room left; nothing was stored and no
 	// stored job was dropped. Retrying later is safe.
@@ -104,9 +110,12 @@ var (
 // SubmitOptions are per-job settings of a publish. The zero value is fine.
 type SubmitOptions struct {
 	// Header is added to the job message, e.g. a W3C traceparent (job.HeaderTraceparent),
-	// which the fleet carries to every message the job produces. Nats-Msg-Id is always the id.
+	// which the fleet carries to every message the job produces. A Nats-Msg-Id in it is dropped:
+	// JetStream's duplicate window is stream-wide, so another tenant could set the same one
+	// (docs/protocol.md, "Publishing an id twice").
 	Header nats.Header
-	// Tenant overrides Options.Tenant for this job.
+	// Tenant overrides Options.Tenant for this job. The client's other calls (Lookup, Watch,
+	// Cancel, ...) follow Options.Tenant's jobs only: use a client of that tenant to follow it.
 	Tenant string
 }
 
@@ -126,41 +135,73 @@ type Submitted struct {
 // stored; a worker may still reject it for its own policy (an unknown language, a limit over its
 // maximum), and then the job settles rejected. It returns once JetStream has stored the job.
 //
-// The id it used is in its result whatever happens, and every error is a *[JobError] carrying it:
-// a publish whose ack was lost may have stored the job, which the caller can then find or cancel.
-// An id already stored on the same queue and tenant is reported as Duplicate, not as an error,
-// for as long as the jobs stream keeps it; a full jobs stream is [ErrStreamFull]. A tenant whose
-// policy's max_queued is reached is refused with [ErrQueueFull] before anything is published (an
-// advisory check: see there).
+// The id it used is in its result whatever happens, and every error is a *[JobError] carrying it: a
+// publish whose ack was lost may have stored the job, which the caller can then find or cancel. An
+// id already stored on the same queue and tenant is reported as Duplicate, not as an error, for as
+// long as the jobs stream keeps it (another tenant's job of the same id is another job); a full
+// jobs stream is [ErrStreamFull]. A tenant whose policy's max_queued is reached is refused with
+// [ErrQueueFull] before anything is published (an advisory check: see there).
 func (c *Client) Submit(ctx context.Context, queue string, req job.Request, o *SubmitOptions) (Submitted, error) {
+	body, err := encodeRequest(&req)
+	if err != nil {
+		return Submitted{ID: req.ID}, &JobError{ID: req.ID, Err: err}
+	}
+	return c.publish(ctx, queue, req.ID, body, o)
+}
+
+// encodeRequest gives req a new id when it has none, checks it against what the protocol fixes,
+// and returns its body: Submit's checks before anything is sent.
+func encodeRequest(req *job.Request) ([]byte, error) {
 	if req.ID == "" {
 		req.ID = job.NewID()
 	}
-	sub := Submitted{ID: req.ID}
 	if !job.ValidID(req.ID) {
-		return sub, &JobError{ID: req.ID, Err: job.ErrInvalidID}
+		return nil, job.ErrInvalidID
 	}
 	p := job.ProtocolPolicy()
 	if _, err := req.Validate(p); err != nil {
-		return sub, &JobError{ID: req.ID, Err: err}
+		return nil, err
 	}
 	body, err := json.Marshal(req)
 	if err != nil {
-		return sub, &JobError{ID: req.ID, Err: fmt.Errorf("encode: %w", err)}
+		return nil, fmt.Errorf("encode: %w", err)
 	}
 	if len(body) > p.MaxBodyBytes {
-		return sub, &JobError{ID: req.ID, Err: &job.RejectError{Reason: job.ReasonPayloadTooLarge,
-			Detail: fmt.Sprintf("body is %d bytes, at most %d", len(body), p.MaxBodyBytes)}}
+		return nil, &job.RejectError{Reason: job.ReasonPayloadTooLarge,
+			Detail: fmt.Sprintf("body is %d bytes, at most %d", len(body), p.MaxBodyBytes)}
 	}
-	return c.SubmitRaw(ctx, queue, req.ID, body, o)
+	return body, nil
 }
 
-// SubmitRaw stores body as job id on queue without looking at it; the worker validates it. It is
-// for tools and tests that need to send exactly the bytes they have. A body the connection
-// cannot carry is refused with a *[job.RejectError] payload_too_large. Its results and errors are
-// those of [Client.Submit].
+// SubmitRaw stores body as job id on queue without looking at it, checking the tenant's
+// max_queued as Submit does.
+//
+// Deprecated: use [Inspector.SubmitRaw], which leaves max_queued to its caller.
 func (c *Client) SubmitRaw(ctx context.Context, queue, id string, body []byte, o *SubmitOptions) (Submitted, error) {
-	sub := Submitted{ID: id}
+	return c.publish(ctx, queue, id, body, o)
+}
+
+// publish stores body as job id on queue, after the max_queued check unless c skips it. Its
+// results and errors are those of [Client.Submit].
+func (c *Client) publish(ctx context.Context, queue, id string, body []byte, o *SubmitOptions) (Submitted, error) {
+	out, err := c.prepare(ctx, queue, id, body, o)
+	if err != nil {
+		return Submitted{ID: id}, &JobError{ID: id, Err: err}
+	}
+	ack, err := c.js.PublishMsg(ctx, out.msg)
+	return out.acked(ack, err)
+}
+
+// outgoing is a job message ready to publish, counted as queued for its tenant.
+type outgoing struct {
+	id      string
+	msg     *nats.Msg
+	release func() // uncounts it: nothing new was stored
+}
+
+// prepare checks the names of job id's message, builds it and reserves its place in the tenant's
+// max_queued.
+func (c *Client) prepare(ctx context.Context, queue, id string, body []byte, o *SubmitOptions) (outgoing, error) {
 	queue = cmp.Or(queue, job.DefaultQueue)
 	tenant := c.tenant
 	if o != nil {
@@ -168,11 +209,11 @@ func (c *Client) SubmitRaw(ctx context.Context, queue, id string, body []byte, o
 	}
 	switch {
 	case !job.ValidID(id):
-		return sub, &JobError{ID: id, Err: job.ErrInvalidID}
+		return outgoing{}, job.ErrInvalidID
 	case !job.ValidQueue(queue):
-		return sub, &JobError{ID: id, Err: fmt.Errorf("queue %q: %w", queue, job.ErrInvalidQueue)}
+		return outgoing{}, fmt.Errorf("queue %q: %w", queue, job.ErrInvalidQueue)
 	case !job.ValidTenant(tenant):
-		return sub, &JobError{ID: id, Err: fmt.Errorf("tenant %q: %w", tenant, job.ErrInvalidTenant)}
+		return outgoing{}, fmt.Errorf("tenant %q: %w", tenant, job.ErrInvalidTenant)
 	}
 	msg := nats.NewMsg(c.subjects.Job(queue, tenant, id))
 	msg.Data = body
@@ -181,43 +222,46 @@ func (c *Client) SubmitRaw(ctx context.Context, queue, id string, body []byte, o
 			msg.Header[k] = vs
 		}
 	}
-	msg.Header.Set(job.HeaderMsgID, id)
+	msg.Header.Del(job.HeaderMsgID)
 	if nc := c.js.Conn(); nc != nil {
 		if max := nc.MaxPayload(); max > 0 && int64(len(body)+headerBytes(msg.Header)) > max {
-			return sub, &JobError{ID: id, Err: &job.RejectError{Reason: job.ReasonPayloadTooLarge,
-				Detail: fmt.Sprintf("body is %d bytes, the NATS server's max_payload %d", len(body), max)}}
+			return outgoing{}, &job.RejectError{Reason: job.ReasonPayloadTooLarge,
+				Detail: fmt.Sprintf("body is %d bytes, the NATS server's max_payload %d", len(body), max)}
 		}
 	}
-	release, err := c.reserveQueued(ctx, tenant)
+	release, err := c.reserveQueued(ctx, queue, tenant, len(body))
 	if err != nil {
-		return sub, &JobError{ID: id, Err: err}
+		return outgoing{}, err
 	}
-	ack, err := c.js.PublishMsg(ctx, msg)
+	return outgoing{id: id, msg: msg, release: release}, nil
+}
+
+// acked is the outcome of out's publish, which JetStream answered with ack or err.
+func (out outgoing) acked(ack *jetstream.PubAck, err error) (Submitted, error) {
+	sub := Submitted{ID: out.id}
 	if err != nil || ack.Duplicate {
-		release() // nothing new queued; an ack lost with the job stored is counted at the next read
+		out.release() // nothing new queued; an ack lost with the job stored is counted at the next read
 	}
 	switch {
 	case err == nil:
+		// A publish without Nats-Msg-Id is never acked as a duplicate: a second copy of a job is
+		// refused by its subject, which only its own tenant can publish on.
 		sub.Sequence, sub.Duplicate = ack.Sequence, ack.Duplicate
 		return sub, nil
 	case refusedDuplicate(err):
 		sub.Duplicate = true
 		return sub, nil
 	case refusedFull(err):
-		return sub, &JobError{ID: id, Err: fmt.Errorf("publish: %w (%w)", ErrStreamFull, err)}
+		return sub, &JobError{ID: out.id, Err: fmt.Errorf("publish: %w (%w)", ErrStreamFull, err)}
 	}
-	return sub, &JobError{ID: id, Err: fmt.Errorf("publish: %w", err)}
+	return sub, &JobError{ID: out.id, Err: fmt.Errorf("publish: %w", err)}
 }
 
-// errCodeStoreFailed is nats-server's JSStreamStoreFailedF: a publish the stream refused to
-// store, its description saying which limit refused it.
-const errCodeStoreFailed jetstream.ErrorCode = 10077
-
 // refusedDuplicate reports a publish refused because its job subject already holds a message: the
-// id was stored before, past the duplicate window.
+// tenant stored the id on this queue before.
 func refusedDuplicate(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStoreFailed &&
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == protocol.ErrCodeStoreFailed &&
 		strings.Contains(apiErr.Description, "maximum messages per subject")
 }
 
@@ -228,8 +272,8 @@ func refusedFull(err error) bool {
 	if !errors.As(err, &apiErr) {
 		return false
 	}
-	return apiErr.ErrorCode == errCodeInsufficientResources ||
-		apiErr.ErrorCode == errCodeStoreFailed && strings.Contains(apiErr.Description, "maximum bytes")
+	return apiErr.ErrorCode == protocol.ErrCodeInsufficientResources ||
+		apiErr.ErrorCode == protocol.ErrCodeStoreFailed && strings.Contains(apiErr.Description, "maximum bytes")
 }
 
 // headerBytes is about what h takes in a message: the NATS/1.0 line, each line, the blank line.
@@ -243,28 +287,33 @@ func headerBytes(h nats.Header) int {
 	return n
 }
 
-// Cancel asks the fleet to cancel job id, which then settles cancelled: if it runs, its sandbox
-// is killed; if it waits, it never starts. Only a known job is cancelled: for an id the fleet
-// holds nothing of it returns [ErrNotFound] and stores nothing, for a settled job [ErrSettled],
-// so that a mistyped id is reported and never poisons a later job with it.
+// Cancel asks the fleet to cancel the client's tenant's job id, which then settles cancelled: if it
+// runs, its sandbox is killed; if it waits, it never starts. Only a known job is cancelled: for an
+// id the fleet holds nothing of it returns [ErrNotFound] and stores nothing, for a settled job
+// [ErrSettled], so that a mistyped id is reported and never poisons a later job with it.
 func (c *Client) Cancel(ctx context.Context, id string) error {
+	return c.cancel(ctx, c.tenant, id)
+}
+
+// cancel is [Client.Cancel] of tenant's job id.
+func (c *Client) cancel(ctx context.Context, tenant, id string) error {
 	if !job.ValidID(id) {
-		return fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
+		return &JobError{ID: id, Err: job.ErrInvalidID}
 	}
-	info, err := c.lookup(ctx, id)
+	info, err := c.lookup(ctx, tenant, id)
 	switch {
 	case err != nil:
 		return &JobError{ID: id, Err: fmt.Errorf("cancel: %w", err)}
 	case info.State == JobSettled:
 		return &JobError{ID: id, Err: fmt.Errorf("cancel: %w", ErrSettled)}
 	}
-	if _, err := c.js.Publish(ctx, c.subjects.Cancel(id), nil); err != nil {
+	if _, err := c.js.Publish(ctx, c.subjects.Cancel(tenant, id), nil); err != nil {
 		return &JobError{ID: id, Err: fmt.Errorf("publish cancel: %w", err)}
 	}
 	return nil
 }
 
-// Settlement returns job id's settlement without waiting. It returns an error wrapping
+// Settlement returns the client's tenant's job id's settlement without waiting. It returns an error wrapping
 // [ErrNoSettlement] while the job is known and not settled, and [ErrNotFound] for an id the
 // fleet holds nothing of. A settlement is kept for the job's whole record (7 days by default),
 // after its pages have expired.
@@ -284,9 +333,9 @@ func (c *Client) Settlement(ctx context.Context, id string) (job.Settlement, err
 // [job.Settlement] does not know yet reach the caller (a proxy, a newer fleet).
 func (c *Client) SettlementJSON(ctx context.Context, id string) (json.RawMessage, error) {
 	if !job.ValidID(id) {
-		return nil, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
+		return nil, &JobError{ID: id, Err: job.ErrInvalidID}
 	}
-	info, err := c.lookup(ctx, id)
+	info, err := c.lookup(ctx, c.tenant, id)
 	switch {
 	case err != nil:
 		return nil, &JobError{ID: id, Err: fmt.Errorf("settlement: %w", err)}
@@ -295,3 +344,6 @@ func (c *Client) SettlementJSON(ctx context.Context, id string) (json.RawMessage
 	}
 	return info.Settlement, nil
 }
+
+// Tenant is the tenant whose jobs the client's calls by id reach.
+func (c *Client) Tenant() string { return c.tenant }

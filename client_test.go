@@ -65,6 +65,82 @@ func TestBadNamesMatch(t *testing.T) {
 			t.Errorf("%s: error = %v, want %v", check.name, check.err, check.want)
 		}
 	}
+	_, lookupID := c.Lookup(ctx, "a b")
+	_, redriveID := c.Redrive(ctx, "a b", nil)
+	_, requestID := c.Request(ctx, "a b")
+	for name, err := range map[string]error{"Lookup": lookupID, "Redrive": redriveID, "Request": requestID, "Cancel": c.Cancel(ctx, "a b")} {
+		je, ok := errors.AsType[*runfleet.JobError](err)
+		if !ok || je.ID != "a b" || !errors.Is(err, job.ErrInvalidID) || !strings.HasPrefix(err.Error(), `job "a b": `) {
+			t.Errorf("%s(%q): error = %v, want a *JobError quoting the id, wrapping job.ErrInvalidID", name, "a b", err)
+		}
+	}
+}
+
+// TestJobErrorNamesTheJobOnce: a settlement's error already names its job, and the JobError
+// around it does not say it twice.
+func TestJobErrorNamesTheJobOnce(t *testing.T) {
+	three := 3
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"failed", &runfleet.JobError{ID: "j", Err: job.Settlement{JobID: "j", Status: job.StatusFailed, Reason: job.ReasonExitNonzero, ExitCode: &three}.Err()},
+			"job j failed: exit_nonzero 3"},
+		{"rejected", &runfleet.JobError{ID: "j", Err: job.Settlement{JobID: "j", Status: job.StatusRejected, Reason: job.ReasonUnknownLanguage}.Err()},
+			"job j rejected: unknown_language"},
+		{"validation", &runfleet.JobError{ID: "j", Err: &job.RejectError{Reason: job.ReasonMissingLanguage}},
+			"job j: rejected: missing_language"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.err.Error(); got != tc.want {
+				t.Errorf("Error() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSubmitManyResults: a batch says per job what happened, in the request order: a new id is
+// stored, one stored before and one repeated in the batch are duplicates, a bad request is
+// refused alone, and a request without an id gets one.
+func TestSubmitManyResults(t *testing.T) {
+	c, _ := newClient(t, runfleet.Options{})
+	ctx := t.Context()
+	queue := "submit-many-" + strings.ToLower(job.NewID()[:8])
+	if _, err := c.Submit(ctx, queue, job.Request{ID: "many-before-" + queue, Language: "python3", Code: "x"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	reqs := []job.Request{
+		{ID: "many-a-" + queue, Language: "python3", Code: "x"},
+		{ID: "many-before-" + queue, Language: "python3", Code: "x"},
+		{ID: "many-a-" + queue, Language: "python3", Code: "x"},
+		{ID: "many-bad-" + queue, Language: "python3"},
+		{Language: "python3", Code: "x"},
+	}
+	got := c.SubmitMany(ctx, queue, reqs, nil)
+	if len(got) != len(reqs) {
+		t.Fatalf("SubmitMany returned %d results, want %d", len(got), len(reqs))
+	}
+	for i, want := range []struct {
+		dup    bool
+		reason job.Reason
+	}{{false, ""}, {true, ""}, {true, ""}, {false, job.ReasonMissingCode}, {false, ""}} {
+		r := got[i]
+		if want.reason != "" {
+			re, ok := errors.AsType[*job.RejectError](r.Err)
+			je, named := errors.AsType[*runfleet.JobError](r.Err)
+			if !ok || re.Reason != want.reason || !named || je.ID != reqs[i].ID {
+				t.Errorf("result %d: error = %v, want a *JobError of %s with reason %s", i, r.Err, reqs[i].ID, want.reason)
+			}
+			continue
+		}
+		if r.Err != nil || r.Duplicate != want.dup || !job.ValidID(r.ID) || (reqs[i].ID != "" && r.ID != reqs[i].ID) {
+			t.Errorf("result %d = %+v, want id %q stored with duplicate %v", i, r, reqs[i].ID, want.dup)
+		}
+		if !want.dup && r.Sequence == 0 {
+			t.Errorf("result %d: sequence 0 for a new job", i)
+		}
+	}
 }
 
 // TestSubmitRefusesWhatEveryWorkerRejects: a request the protocol rejects is a *job.RejectError
@@ -122,7 +198,7 @@ func TestLookupsNeverHang(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := control.GetLastMsgForSubject(ctx, c.Subjects().Cancel(id)); !errors.Is(err, jetstream.ErrMsgNotFound) {
+	if _, err := control.GetLastMsgForSubject(ctx, c.Subjects().Cancel("default", id)); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Errorf("a cancel of an unknown id was stored (lookup error %v)", err)
 	}
 	ended, stop := context.WithCancel(ctx)
@@ -170,7 +246,7 @@ func TestSubmitHeader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := s.GetLastMsgForSubject(t.Context(), c.Subjects().Settled(st.JobID))
+	m, err := s.GetLastMsgForSubject(t.Context(), c.Subjects().Settled("default", st.JobID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,5 +309,53 @@ func TestWatchStoppedEarly(t *testing.T) {
 	_, err := c.Watch(ctx, "watched-briefly", func(runfleet.Page) error { return nil })
 	if !errors.Is(err, runfleet.ErrNoSettlement) || !errors.Is(err, context.Canceled) {
 		t.Errorf("Watch() with an ended ctx error = %v, want ErrNoSettlement and context.Canceled", err)
+	}
+}
+
+// TestJobsWalksTheCursor: Jobs yields every job a filter selects across pages, newest first, and
+// asks for no page after the consumer stops.
+func TestJobsWalksTheCursor(t *testing.T) {
+	tenant := "walk-" + strings.ToLower(job.NewID()[:8])
+	c, _ := newClient(t, runfleet.Options{Tenant: tenant})
+	ctx := t.Context()
+	var ids []string
+	for range 3 {
+		st, err := c.Run(ctx, "default", job.Request{Language: "python3", Code: "print(1)"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append([]string{st.JobID}, ids...)
+	}
+	q := job.ListQuery{Tenant: tenant, Limit: 1}
+	var got []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		got = got[:0]
+		for j, err := range c.Jobs(ctx, q) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, j.JobID)
+		}
+		if len(got) == len(ids) {
+			break
+		}
+	}
+	if strings.Join(got, " ") != strings.Join(ids, " ") {
+		t.Errorf("Jobs(limit 1) = %v, want %v", got, ids)
+	}
+	n := 0
+	for range c.Jobs(ctx, q) {
+		n++
+		break
+	}
+	if n != 1 {
+		t.Errorf("Jobs stopped after the first: %d rows, want 1", n)
+	}
+	var errs []error
+	for _, err := range c.Jobs(ctx, job.ListQuery{Limit: -1}) {
+		errs = append(errs, err)
+	}
+	if len(errs) != 1 || !errors.Is(errs[0], job.ErrInvalidQuery) {
+		t.Errorf("Jobs(limit -1) yielded %v, want job.ErrInvalidQuery once", errs)
 	}
 }

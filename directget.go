@@ -4,95 +4,34 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/runfleet/runfleet/protocol"
 )
 
-// Direct gets are answered by any server holding a stream (allow_direct) without the JetStream
-// API's shared request queue, and hold nothing on the server. nats.go v1.56 has no batched form,
-// so both forms are spoken here, as nats-server 2.11+ defines them (its stream code,
-// getDirectRequest).
-
-// Headers of a direct get's answer and of a stream's republish.
-const (
-	headerSequence     = "Nats-Sequence"
-	headerLastSequence = "Nats-Last-Sequence" // republish: the subject's previous sequence, 0 for its first
-	headerTimeStamp    = "Nats-Time-Stamp"
-	headerSubject      = "Nats-Subject"
-	headerNumPending   = "Nats-Num-Pending"
-)
-
-// errNoMessage is a direct get that found nothing.
-var errNoMessage = errors.New("no message")
-
-// storedMsg is one message of a stream as a direct get returns it.
-type storedMsg struct {
-	Subject  string
-	Sequence uint64
-	Time     time.Time
-	Header   nats.Header
-	Data     []byte
-}
-
-// directRequest is the body of $JS.API.DIRECT.GET.<stream>.
-type directRequest struct {
-	Seq     uint64 `json:"seq,omitempty"`
-	LastFor string `json:"last_by_subj,omitempty"`
-	NextFor string `json:"next_by_subj,omitempty"`
-	Batch   int    `json:"batch,omitempty"`
-}
-
-// apiPrefix is the JetStream API prefix js sends its requests to.
-func apiPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	}
-	return jetstream.DefaultAPIPrefix
-}
+// Direct gets (protocol.DirectGetRequest) read a stream without its API's request queue and hold
+// nothing on the server.
 
 func (c *Client) directSubject(stream string) string {
-	return apiPrefix(c.js) + "DIRECT.GET." + stream
+	return protocol.DirectGetSubject(c.js, stream)
 }
 
 // lastMsg returns the last message stored on subject, which may hold wildcards: then the
-// server walks the distinct subjects they match, never the messages. It returns errNoMessage
-// when there is none.
-func (c *Client) lastMsg(ctx context.Context, stream, subject string) (storedMsg, error) {
-	body, _ := json.Marshal(directRequest{LastFor: subject})
+// server walks the distinct subjects they match, never the messages. It returns
+// protocol.ErrNoMessage when there is none. The subject is named in the request's own subject
+// (no body), so that a NATS user can be allowed its tenant's subjects only.
+func (c *Client) lastMsg(ctx context.Context, stream, subject string) (protocol.StoredMsg, error) {
 	rctx, cancel := context.WithTimeout(ctx, c.requestTimeout())
 	defer cancel()
-	m, err := c.js.Conn().RequestWithContext(rctx, c.directSubject(stream), body)
+	m, err := c.js.Conn().RequestWithContext(rctx, c.directSubject(stream)+"."+subject, nil)
 	if err != nil {
-		return storedMsg{}, withCtx(ctx, fmt.Errorf("direct get %s: %w", subject, err))
+		return protocol.StoredMsg{}, withCtx(ctx, fmt.Errorf("direct get %s: %w", subject, err))
 	}
-	return parseDirect(m)
-}
-
-// parseDirect reads one answer of a direct get.
-func parseDirect(m *nats.Msg) (storedMsg, error) {
-	switch status := m.Header.Get("Status"); status {
-	case "":
-	case "404":
-		return storedMsg{}, errNoMessage
-	default:
-		return storedMsg{}, fmt.Errorf("direct get: status %s %s", status, m.Header.Get("Description"))
-	}
-	seq, err := strconv.ParseUint(m.Header.Get(headerSequence), 10, 64)
-	if err != nil {
-		return storedMsg{}, fmt.Errorf("direct get: sequence %q: %w", m.Header.Get(headerSequence), err)
-	}
-	ts, _ := time.Parse(time.RFC3339Nano, m.Header.Get(headerTimeStamp))
-	return storedMsg{Subject: m.Header.Get(headerSubject), Sequence: seq, Time: ts, Header: m.Header, Data: m.Data}, nil
+	return protocol.ParseDirectGet(m)
 }
 
 // directBatch is how many messages one batched direct get asks for.
@@ -101,7 +40,7 @@ const directBatch = 256
 // scan calls each for every message stored on subject (wildcards allowed) from sequence from
 // on, in order, and returns the last sequence it saw (from-1 when none). Each request asks for a
 // batch and the answer ends with a 204 end-of-batch status, which says how many are left.
-func (c *Client) scan(ctx context.Context, stream, subject string, from uint64, each func(storedMsg) error) (uint64, error) {
+func (c *Client) scan(ctx context.Context, stream, subject string, from uint64, each func(protocol.StoredMsg) error) (uint64, error) {
 	nc := c.js.Conn()
 	last := from - 1
 	// One answer is at most a batch and its end-of-batch status: the channel never drops.
@@ -121,8 +60,8 @@ func (c *Client) scan(ctx context.Context, stream, subject string, from uint64, 
 
 // scanBatch makes one batched request answered to inbox and returns how many messages the
 // server says are left after it.
-func (c *Client) scanBatch(ctx context.Context, inbox string, msgs <-chan *nats.Msg, stream, subject string, from uint64, last *uint64, each func(storedMsg) error) (uint64, error) {
-	body, _ := json.Marshal(directRequest{Seq: from, NextFor: subject, Batch: directBatch})
+func (c *Client) scanBatch(ctx context.Context, inbox string, msgs <-chan *nats.Msg, stream, subject string, from uint64, last *uint64, each func(protocol.StoredMsg) error) (uint64, error) {
+	body, _ := json.Marshal(protocol.DirectGetRequest{Seq: from, NextFor: subject, Batch: directBatch})
 	if err := c.js.Conn().PublishRequest(c.directSubject(stream), inbox, body); err != nil {
 		return 0, fmt.Errorf("direct get %s: %w", subject, err)
 	}
@@ -139,12 +78,12 @@ func (c *Client) scanBatch(ctx context.Context, inbox string, msgs <-chan *nats.
 		}
 		switch m.Header.Get("Status") {
 		case "204": // end of batch
-			n, _ := strconv.ParseUint(m.Header.Get(headerNumPending), 10, 64)
+			n, _ := strconv.ParseUint(m.Header.Get(protocol.HeaderNumPending), 10, 64)
 			return n, nil
 		case "404":
 			return 0, nil
 		}
-		sm, err := parseDirect(m)
+		sm, err := protocol.ParseDirectGet(m)
 		if err != nil {
 			return 0, err
 		}

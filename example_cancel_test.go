@@ -1,9 +1,13 @@
 package runfleet_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/job"
@@ -12,9 +16,16 @@ import (
 // Cancel stops a running job, which settles cancelled. An id the fleet never accepted is
 // ErrNotFound, and nothing is stored for it; a settled job is ErrSettled.
 func ExampleClient_Cancel() {
+	nc, err := nats.Connect(cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL))
+	if err != nil {
+		panic(err)
+	}
+	defer nc.Close()
 	ctx := context.Background()
-	c, closeConn := connect(ctx)
-	defer closeConn()
+	c, err := runfleet.NewClient(ctx, nc, runfleet.Options{})
+	if err != nil {
+		panic(err)
+	}
 	sub, err := c.Submit(ctx, "default", job.Request{Language: "python3", Code: "import time\nprint('started', flush=True)\ntime.sleep(60)"}, nil)
 	if err != nil {
 		panic(err)

@@ -5,46 +5,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+	"iter"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // ErrNoService: no worker of the fleet answers the job index's or the redrive's requests.
 var ErrNoService = errors.New("no worker serves the job index and redrives")
 
-// ServiceError is an error a fleet service answered with: Code is an HTTP status, Reason a short
-// code (docs/protocol.md). It matches [job.ErrInvalidQuery] (400), [ErrNotFound] (not_found),
-// [ErrNoSettlement] (not_settled), [ErrNotRedrivable] and [ErrMayHaveRun].
-type ServiceError struct {
-	Code    int
-	Reason  string
-	Message string
-}
-
-func (e *ServiceError) Error() string { return e.Message }
-
-func (e *ServiceError) Is(target error) bool {
-	switch target {
-	case job.ErrInvalidQuery:
-		return e.Code == 400
-	case ErrNotFound:
-		return e.Reason == job.RedriveNotFound
-	case ErrNoSettlement:
-		return e.Reason == job.RedriveNotSettled
-	case ErrNotRedrivable:
-		return e.Reason == job.RedriveNotRedrivable
-	case ErrMayHaveRun:
-		return e.Reason == job.RedriveMayHaveRun
-	}
-	return false
-}
+// ServiceError is an error a fleet service answered with (see [protocol.ServiceError]).
+//
+// Deprecated: use [protocol.ServiceError], the same type.
+type ServiceError = protocol.ServiceError
 
 // ListJobs returns one page of the settled jobs q selects, newest first, from the index the
 // fleet's workers keep (docs/protocol.md "Listing, inspecting and redriving"). Follow
-// JobList.Cursor for the next page. Every job whose record is kept is listed.
+// JobList.Cursor for the next page, or range over [Client.Jobs], which does. Every job whose
+// record is kept is listed.
 func (c *Client) ListJobs(ctx context.Context, q job.ListQuery) (job.JobList, error) {
 	if err := q.Validate(); err != nil {
 		return job.JobList{}, err
@@ -56,21 +36,43 @@ func (c *Client) ListJobs(ctx context.Context, q job.ListQuery) (job.JobList, er
 	return l, nil
 }
 
-// CountJobs returns how many settled jobs each filter of c selects, in one round trip to the
-// fleet's job index: an overview's figures per queue and tenant without a request each.
-// ErrNoService when no worker serves the index.
+// Jobs yields the settled jobs q selects, newest first, asking for one page of q.Limit rows at a
+// time (job.DefaultListLimit when zero) from q.Cursor on, as the consumer ranges. An error is
+// yielded once, last. q.Count is ignored: [Client.ListJobs] returns the count.
+//
+//	for j, err := range c.Jobs(ctx, job.ListQuery{Status: job.StatusFailed}) {
+//		if err != nil {
+//			return err
+//		}
+//		fmt.Println(j.JobID, j.Reason)
+//	}
+func (c *Client) Jobs(ctx context.Context, q job.ListQuery) iter.Seq2[job.Listed, error] {
+	return func(yield func(job.Listed, error) bool) {
+		q.Count = false
+		for {
+			page, err := c.ListJobs(ctx, q)
+			if err != nil {
+				yield(job.Listed{}, err)
+				return
+			}
+			for _, j := range page.Jobs {
+				if !yield(j, nil) {
+					return
+				}
+			}
+			if page.Cursor == "" || len(page.Jobs) == 0 {
+				return
+			}
+			q.Cursor = page.Cursor
+		}
+	}
+}
+
+// CountJobs returns how many settled jobs each filter of q selects.
+//
+// Deprecated: use [Inspector.CountJobs].
 func (c *Client) CountJobs(ctx context.Context, q job.CountQuery) ([]int64, error) {
-	if err := q.Validate(); err != nil {
-		return nil, err
-	}
-	var out job.JobCounts
-	if err := c.request(ctx, c.subjects.CountJobs(), q, &out); err != nil {
-		return nil, fmt.Errorf("count jobs: %w", err)
-	}
-	if len(out.Counts) != len(q.Queries) {
-		return nil, fmt.Errorf("count jobs: %d counts for %d filters", len(out.Counts), len(q.Queries))
-	}
-	return out.Counts, nil
+	return c.inspector().CountJobs(ctx, q)
 }
 
 // request asks the fleet's service on subject and decodes its answer into out.
@@ -90,9 +92,8 @@ func (c *Client) request(ctx context.Context, subject string, in, out any) error
 	if err != nil {
 		return err
 	}
-	if msg := m.Header.Get("Nats-Service-Error"); msg != "" {
-		code, _ := strconv.Atoi(m.Header.Get("Nats-Service-Error-Code"))
-		return &ServiceError{Code: code, Reason: m.Header.Get("Runfleet-Reason"), Message: msg}
+	if se := protocol.ErrorOf(m.Header); se != nil {
+		return se
 	}
 	return json.Unmarshal(m.Data, out)
 }

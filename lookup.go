@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // JobState is what the fleet's streams hold of a job it knows.
@@ -49,49 +50,49 @@ type JobInfo struct {
 	PagesExpired bool
 }
 
-// Lookup says what the fleet holds of job id: queued, running or settled, where its request was
-// stored, and its settlement. It costs three direct gets whatever the backlog: the last message
-// on the job's subject of any queue and tenant (the server walks the distinct (queue, tenant)
-// pairs, never the waiting jobs), and the last on its settlement and page subjects; none goes
-// through the JetStream API's request queue, and no other job's body is read. An id the fleet
-// holds nothing of is [ErrNotFound].
+// Lookup says what the fleet holds of the client's tenant's job id: queued, running or settled,
+// where its request was stored, and its settlement. It costs three direct gets whatever the
+// backlog: the last message on the job's subject of any queue (the server walks the distinct
+// queues, never the waiting jobs), and the last on its settlement and page subjects; none goes
+// through the JetStream API's request queue, and no other job's body is read. An id the tenant
+// holds nothing of is [ErrNotFound], whatever other tenants hold.
 func (c *Client) Lookup(ctx context.Context, id string) (JobInfo, error) {
 	if !job.ValidID(id) {
-		return JobInfo{}, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
+		return JobInfo{}, &JobError{ID: id, Err: job.ErrInvalidID}
 	}
-	info, err := c.lookup(ctx, id)
+	info, err := c.lookup(ctx, c.tenant, id)
 	if err != nil {
 		return info, &JobError{ID: id, Err: err}
 	}
 	return info, nil
 }
 
-// lookup is [Client.Lookup] for a valid id. The results are read before the request: a job's
+// lookup is [Client.Lookup] of tenant's job, for a valid id. The results are read before the request: a job's
 // results are stored only after its request, so a job found with neither was unknown when the
 // results were read.
-func (c *Client) lookup(ctx context.Context, id string) (JobInfo, error) {
+func (c *Client) lookup(ctx context.Context, tenant, id string) (JobInfo, error) {
 	info := JobInfo{ID: id}
 	results := c.subjects.ResultsStream()
-	settled, err := c.lastMsg(ctx, results, c.subjects.Settled(id))
-	if err != nil && !errors.Is(err, errNoMessage) {
+	settled, err := c.lastMsg(ctx, results, c.subjects.Settled(tenant, id))
+	if err != nil && !errors.Is(err, protocol.ErrNoMessage) {
 		return info, err
 	}
 	if err == nil {
 		info.State, info.Settlement = JobSettled, settled.Data
 	}
-	_, err = c.lastMsg(ctx, results, c.subjects.Page(id))
+	_, err = c.lastMsg(ctx, results, c.subjects.Page(tenant, id))
 	switch {
 	case err == nil && info.State == 0:
 		info.State = JobRunning
-	case errors.Is(err, errNoMessage) && info.State == JobSettled:
+	case errors.Is(err, protocol.ErrNoMessage) && info.State == JobSettled:
 		var counts struct {
 			Pages int64 `json:"pages"`
 		}
 		info.PagesExpired = json.Unmarshal(settled.Data, &counts) == nil && counts.Pages > 0
-	case err != nil && !errors.Is(err, errNoMessage):
+	case err != nil && !errors.Is(err, protocol.ErrNoMessage):
 		return info, err
 	}
-	req, err := c.lastMsg(ctx, c.subjects.JobsStream(), c.subjects.JobByID(id))
+	req, err := c.lastMsg(ctx, c.subjects.JobsStream(), c.subjects.TenantJob(tenant, id))
 	switch {
 	case err == nil:
 		info.Queue, info.Tenant, _, _ = c.subjects.ParseJob(req.Subject)
@@ -99,7 +100,7 @@ func (c *Client) lookup(ctx context.Context, id string) (JobInfo, error) {
 		if info.State == 0 {
 			info.State = JobQueued
 		}
-	case !errors.Is(err, errNoMessage):
+	case !errors.Is(err, protocol.ErrNoMessage):
 		return info, err
 	case info.State == 0:
 		return info, ErrNotFound
@@ -112,18 +113,19 @@ type StoredRequest struct {
 	Queue, Tenant string
 	Sequence      uint64
 	Stored        time.Time
-	Header        nats.Header     // as published: Nats-Msg-Id, traceparent, ...
+	Header        nats.Header     // as published: traceparent, ...
 	Body          json.RawMessage // the request's JSON as published; job.Request decodes it
 }
 
-// Request returns job id's request as stored, read by its subject (one direct get). It returns
+// Request returns the client's tenant's job id's request as stored, read by its subject (one
+// direct get). It returns
 // [ErrNotFound] once the request is no longer kept (the worker's --retention, 7 days by default).
 func (c *Client) Request(ctx context.Context, id string) (StoredRequest, error) {
 	if !job.ValidID(id) {
-		return StoredRequest{}, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
+		return StoredRequest{}, &JobError{ID: id, Err: job.ErrInvalidID}
 	}
-	m, err := c.lastMsg(ctx, c.subjects.JobsStream(), c.subjects.JobByID(id))
-	if errors.Is(err, errNoMessage) {
+	m, err := c.lastMsg(ctx, c.subjects.JobsStream(), c.subjects.TenantJob(c.tenant, id))
+	if errors.Is(err, protocol.ErrNoMessage) {
 		err = ErrNotFound
 	}
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // BenchmarkLookup measures a lookup (Client.Lookup: three direct gets) of an id the fleet never
@@ -17,16 +18,16 @@ import (
 // subject walks the distinct (queue, tenant) pairs, never the waiting jobs. Compare the rows of
 // one run; waiting=0 is the baseline.
 func BenchmarkLookup(b *testing.B) {
-	f := newV2Fleet(b, runfleet.StreamOptions{})
-	f.submit(b, "q0", "t0", "oldest")
+	f := newV2Fleet(b, protocol.StreamOptions{})
+	f.submit(b, "q0", job.DefaultTenant, "oldest")
 	waiting := 0
 	for _, level := range []int{0, 10_000, 100_000} {
 		f.fill(b, waiting, level, 4, 4)
 		waiting = level
 		benchLookups(b, f, fmt.Sprintf("waiting=%d", level))
 	}
-	t := newV2Fleet(b, runfleet.StreamOptions{})
-	t.submit(b, "q0", "t0", "oldest")
+	t := newV2Fleet(b, protocol.StreamOptions{})
+	t.submit(b, "q0", job.DefaultTenant, "oldest")
 	t.fill(b, 0, 10_000, 1, 1000)
 	benchLookups(b, t, "tenants=1000,waiting=10000")
 }

@@ -7,12 +7,13 @@ import (
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // TestLookupStates: a lookup tells an unknown id, a queued, a running and a settled job apart,
 // with the queue and tenant of its subject, and its errors carry the id.
 func TestLookupStates(t *testing.T) {
-	f := newV2Fleet(t, runfleet.StreamOptions{})
+	f := newV2Fleet(t, protocol.StreamOptions{})
 	ctx := t.Context()
 
 	_, err := f.c.Lookup(ctx, "never-accepted")
@@ -27,20 +28,28 @@ func TestLookupStates(t *testing.T) {
 		t.Errorf("Cancel(unknown) error = %v, want ErrNotFound", err)
 	}
 
-	seq := f.submit(t, "q1", "acme", "job-a")
+	seq := f.submit(t, "q1", "default", "job-a")
 	info, err := f.c.Lookup(ctx, "job-a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State != runfleet.JobQueued || info.Queue != "q1" || info.Tenant != "acme" || info.Sequence != seq || info.Stored.IsZero() {
-		t.Errorf("Lookup(queued) = %+v, want queued on q1/acme at sequence %d with its time", info, seq)
+	if info.State != runfleet.JobQueued || info.Queue != "q1" || info.Tenant != "default" || info.Sequence != seq || info.Stored.IsZero() {
+		t.Errorf("Lookup(queued) = %+v, want queued on q1/default at sequence %d with its time", info, seq)
+	}
+	// A job is its tenant and its id: another tenant's client finds nothing of it.
+	acme, err := runfleet.NewClient(ctx, f.nc, runfleet.Options{Prefix: f.s.Prefix(), Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acme.Lookup(ctx, "job-a"); !errors.Is(err, runfleet.ErrNotFound) {
+		t.Errorf("another tenant's Lookup(job-a) error = %v, want ErrNotFound", err)
 	}
 	if _, err := f.c.Settlement(ctx, "job-a"); !errors.Is(err, runfleet.ErrNoSettlement) {
 		t.Errorf("Settlement(queued) error = %v, want ErrNoSettlement", err)
 	}
 	req, err := f.c.Request(ctx, "job-a")
-	if err != nil || req.Queue != "q1" || req.Tenant != "acme" || req.Header.Get(job.HeaderMsgID) != "job-a" {
-		t.Errorf("Request(job-a) = %+v, %v, want the stored request of q1/acme", req, err)
+	if err != nil || req.Queue != "q1" || req.Tenant != "default" || req.Header.Get(job.HeaderMsgID) != "job-a" {
+		t.Errorf("Request(job-a) = %+v, %v, want the stored request of q1/default", req, err)
 	}
 
 	w := &writer{f: f, id: "job-a", attempt: 1}
@@ -69,7 +78,7 @@ func TestLookupStates(t *testing.T) {
 // the number of waiting jobs — version 1 read every waiting job's body for an id it could not
 // find.
 func TestLookupCostIsConstant(t *testing.T) {
-	f := newV2Fleet(t, runfleet.StreamOptions{})
+	f := newV2Fleet(t, protocol.StreamOptions{})
 	ctx := t.Context()
 	requests := func(id string) uint64 {
 		t.Helper()

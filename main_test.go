@@ -103,7 +103,7 @@ func startDevWorker() (url string, stop func(), err error) {
 		return "", nil, err
 	}
 	bin := filepath.Join(dir, "worker")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/runfleet/runfleet/cmd/worker").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/runfleet/runfleet/fleet/cmd/worker").CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("build worker: %w\n%s", err, out)
 	}

@@ -13,7 +13,8 @@ import (
 
 // TestSubmitQueueFull: a tenant whose policy sets max_queued gets ErrQueueFull once that many of
 // its jobs wait, with nothing published; a fleet without a tenants bucket limits nothing; a
-// tenant without an entry takes the default entry's bound; SkipQueueCheck publishes regardless.
+// tenant without an entry takes the default entry's bound, and so does one whose entry does not
+// decode (protocol.TenantPolicy's rule); SkipQueueCheck and Inspector.SubmitRaw publish regardless.
 // The fleet here is streams of a prefix of the test's own and a tenant consumer made as the
 // workers make it, which nothing consumes, so that what waits stays waiting.
 func TestSubmitQueueFull(t *testing.T) {
@@ -30,7 +31,7 @@ func TestSubmitQueueFull(t *testing.T) {
 	if err := runfleet.EnsureStreams(ctx, js, s, runfleet.StreamOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, tenant := range []string{"acme", "beta"} {
+	for _, tenant := range []string{"acme", "beta", "gamma"} {
 		// As internal/queue's TenantConsumer makes it: the client finds it by its metadata.
 		if _, err := js.CreateConsumer(ctx, s.JobsStream(), jetstream.ConsumerConfig{
 			Durable:       s.TenantConsumer("default", tenant),
@@ -63,6 +64,10 @@ func TestSubmitQueueFull(t *testing.T) {
 	if _, err := kv.Put(ctx, "default", []byte(`{"max_queued": 1}`)); err != nil {
 		t.Fatal(err)
 	}
+	// A misspelt bound: the entry does not decode, so gamma takes the default's.
+	if _, err := kv.Put(ctx, "gamma", []byte(`{"max_queued": 5, "max_queue": 5}`)); err != nil {
+		t.Fatal(err)
+	}
 	// A new client reads the policy now; the one above would within its TTL.
 	acme, err = runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: "qfull", Tenant: "acme"})
 	if err != nil {
@@ -90,6 +95,21 @@ func TestSubmitQueueFull(t *testing.T) {
 		t.Errorf("Submit() of beta's second job = %v, want ErrQueueFull (the default's bound)", err)
 	}
 
+	if err := submit(acme, "gamma"); err != nil {
+		t.Errorf("Submit() of gamma's first job under the default's max_queued 1: %v", err)
+	}
+	if err := submit(acme, "gamma"); !errors.Is(err, runfleet.ErrQueueFull) {
+		t.Errorf("Submit() of gamma's second job = %v, want ErrQueueFull (its entry does not decode: the default's bound)", err)
+	}
+
+	in, err := runfleet.NewInspector(nc, runfleet.InspectorOptions{Prefix: "qfull"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := in.SubmitRaw(ctx, "", job.NewID(), []byte(`{"language":"python3","code":"print(1)"}`), &runfleet.SubmitOptions{Tenant: "acme"}); err != nil {
+		t.Errorf("Inspector.SubmitRaw() past max_queued: %v, want it stored (it checks nothing)", err)
+	}
+
 	skip, err := runfleet.NewClient(ctx, nc, runfleet.Options{Prefix: "qfull", Tenant: "acme", SkipQueueCheck: true})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +121,7 @@ func TestSubmitQueueFull(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for tenant, want := range map[string]uint64{"acme": 4, "beta": 1} {
+	for tenant, want := range map[string]uint64{"acme": 5, "beta": 1, "gamma": 1} {
 		info, err := stream.Info(ctx, jetstream.WithSubjectFilter(s.TenantJobs("default", tenant)))
 		if err != nil {
 			t.Fatal(err)

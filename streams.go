@@ -1,238 +1,42 @@
 package runfleet
 
 import (
-	"cmp"
 	"context"
-	"errors"
-	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
-// StreamOptions are the settings of the streams a fleet creates when they are missing. Zero fields
-// take the defaults of docs/protocol.md.
-type StreamOptions struct {
-	Duplicates time.Duration // dedup window of the jobs stream; default 2 min
+// The v0.1 names of the fleet's stream management, kept for one release.
 
-	// Retention is how long the fleet keeps a job's record: the jobs stream keeps its request that
-	// long (its MaxAge, and with it how long a job id stays taken), and the results stream its
-	// settlement, while its pages carry a per-message TTL of ResultsMaxAge; default
-	// DefaultRetention. Like JobsMaxBytes, a non-zero value is also set on an existing jobs
-	// stream: the workers' --retention and --jobs-max-bytes rule.
-	Retention time.Duration
-	// JobsMaxBytes bounds the jobs stream: a publish past it is refused ([ErrStreamFull]) and
-	// nothing stored is dropped; default DefaultJobsMaxBytes.
-	JobsMaxBytes int64
-
-	ResultsMaxAge time.Duration // how long output pages and artifacts are kept; default 24 h
-	ControlMaxAge time.Duration // default 24 h
-	Replicas      int           // default 1; an existing stream with fewer is raised to it
-
-	// ArtifactsMaxBytes bounds the artifacts bucket, new or existing: a put past it fails and
-	// nothing stored is dropped. JetStream reserves it on the servers, which must have room. Zero
-	// leaves the bound to the workers, which set it at start (--artifacts-max-bytes, default
-	// DefaultArtifactsMaxBytes).
-	ArtifactsMaxBytes int64
-}
+// StreamOptions are the settings of the streams a fleet creates when they are missing.
+//
+// Deprecated: use [protocol.StreamOptions].
+type StreamOptions = protocol.StreamOptions
 
 // Defaults of the worker's --artifacts-max-bytes, --jobs-max-bytes and --retention.
+//
+// Deprecated: use protocol.DefaultArtifactsMaxBytes, protocol.DefaultJobsMaxBytes and
+// protocol.DefaultRetention.
 const (
-	DefaultArtifactsMaxBytes = 10 << 30
-	DefaultJobsMaxBytes      = 10 << 30
-	DefaultRetention         = 7 * 24 * time.Hour
+	DefaultArtifactsMaxBytes = protocol.DefaultArtifactsMaxBytes
+	DefaultJobsMaxBytes      = protocol.DefaultJobsMaxBytes
+	DefaultRetention         = protocol.DefaultRetention
 )
 
-// jobsMaxConsumers is the jobs stream's explicit consumer bound. Left unset (or -1) the server
-// applies its default_max_consumers, 1,000 on nats-server 2.15, which consumers laid out per
-// queue and tenant would reach at 1,000 tenants.
-const jobsMaxConsumers = 100_000
-
 // StreamConfigs returns the configurations of the three streams of s.
+//
+// Deprecated: use [protocol.StreamConfigs].
 func StreamConfigs(s job.Subjects, o StreamOptions) []jetstream.StreamConfig {
-	replicas := cmp.Or(o.Replicas, 1)
-	return []jetstream.StreamConfig{
-		{
-			Name:        s.JobsStream(),
-			Description: "runfleet job requests (protocol version 2), one subject and one message per job",
-			// Exactly <queue>.<tenant>.<job>: a publish on any other shape (a version-1 subject)
-			// is stored by no stream and fails.
-			Subjects:  []string{s.Job("*", "*", "*")},
-			Retention: jetstream.LimitsPolicy,
-			Storage:   jetstream.FileStorage,
-			// One message per job subject, a second publish refused: an id stays taken for as long
-			// as its request is kept, not only for the duplicate window.
-			MaxMsgsPerSubject:    1,
-			Discard:              jetstream.DiscardNew,
-			DiscardNewPerSubject: true,
-			MaxAge:               cmp.Or(o.Retention, DefaultRetention),
-			MaxBytes:             cmp.Or(o.JobsMaxBytes, DefaultJobsMaxBytes),
-			AllowDirect:          true,
-			MaxConsumers:         jobsMaxConsumers,
-			Duplicates:           cmp.Or(o.Duplicates, 2*time.Minute),
-			Replicas:             replicas,
-			// Every worker hears of each stored job's queue and tenant, headers only, and so
-			// knows which tenants have jobs waiting without asking the server (internal/fairshare).
-			RePublish: &jetstream.RePublish{
-				Source:      s.Job("*", "*", "*"),
-				Destination: s.Prefix() + ".arrived.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}",
-				HeadersOnly: true,
-			},
-		},
-		{
-			Name:        s.ResultsStream(),
-			Description: "runfleet output pages, settlements and rejection records",
-			Subjects:    []string{s.AllResults(), s.Rejected()},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     jetstream.FileStorage,
-			// A settlement lives as long as the job's record; pages carry their own, shorter TTL
-			// (named in the metadata for the workers that write them).
-			MaxAge:      cmp.Or(o.Retention, DefaultRetention),
-			AllowMsgTTL: true,
-			Metadata:    map[string]string{job.MetadataPageTTL: cmp.Or(o.ResultsMaxAge, 24*time.Hour).String()},
-			Replicas:    replicas,
-			// Lookups and watches read by subject without the API's request queue or a consumer.
-			AllowDirect: true,
-			// Watchers follow what the stream stored, never the results subjects, which also
-			// carry what it refused (a fenced worker's pages).
-			RePublish: &jetstream.RePublish{
-				Source:      s.Prefix() + ".results.*.*",
-				Destination: s.Prefix() + ".watch.{{wildcard(1)}}.{{wildcard(2)}}",
-			},
-		},
-		{
-			Name:        s.ControlStream(),
-			Description: "runfleet cancel requests",
-			Subjects:    []string{s.AllCancels()},
-			Retention:   jetstream.LimitsPolicy,
-			Storage:     jetstream.FileStorage,
-			MaxAge:      cmp.Or(o.ControlMaxAge, 24*time.Hour),
-			Replicas:    replicas,
-		},
-	}
+	return protocol.StreamConfigs(s, o)
 }
 
-// EnsureStreams creates the streams of s that are missing. An existing stream keeps its settings
-// (they are the operator's, and shrinking them could drop jobs or results), with two exceptions:
-// when it has fewer replicas than o asks for, it is raised to them, so that a fleet moved onto a
-// cluster stops keeping its queue on one node (replicas are never lowered); and the jobs stream
-// takes o's Retention and JobsMaxBytes when they are set. A bound lowered below what the stream
-// holds refuses new jobs until it drains: the stream discards new messages, never stored ones.
+// EnsureStreams creates the streams of s that are missing.
+//
+// Deprecated: use [Inspector.EnsureStreams], or [protocol.EnsureStreams] with a JetStream of
+// your own.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, o StreamOptions) error {
-	for _, cfg := range StreamConfigs(s, o) {
-		_, err := js.CreateStream(ctx, cfg)
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			st, err := js.Stream(ctx, cfg.Name)
-			if err != nil {
-				return fmt.Errorf("stream %s: %w", cfg.Name, err)
-			}
-			if cfg.Name == s.JobsStream() {
-				err = boundJobs(ctx, js, st, o, cfg)
-			} else {
-				err = raiseReplicas(ctx, js, st, cfg)
-			}
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("create stream %s: %w", cfg.Name, err)
-		}
-	}
-	return ensureArtifacts(ctx, js, s, o)
-}
-
-// ensureArtifacts creates the artifacts bucket when it is missing, its objects living as long as
-// the results that list them; an existing bucket keeps its settings but for replicas, raised as a
-// stream's are, and its bound when o sets one. An object store discards new writes, so a bound
-// lowered below what the bucket holds refuses puts until it drains and never drops an object.
-func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects, o StreamOptions) error {
-	cfg := jetstream.ObjectStoreConfig{
-		Bucket:      s.ArtifactsBucket(),
-		Description: "runfleet artifacts: files jobs produced, <job>/<attempt>/<path>",
-		TTL:         cmp.Or(o.ResultsMaxAge, 24*time.Hour),
-		Storage:     jetstream.FileStorage,
-		Replicas:    cmp.Or(o.Replicas, 1),
-		MaxBytes:    cmp.Or(o.ArtifactsMaxBytes, -1),
-	}
-	_, err := js.ObjectStore(ctx, cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		_, err = js.CreateObjectStore(ctx, cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			err = nil // another worker made it meanwhile
-		}
-		if err != nil {
-			return fmt.Errorf("create bucket %s: %w", cfg.Bucket, storageHint(err))
-		}
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
-	}
-	st, err := js.Stream(ctx, "OBJ_"+cfg.Bucket)
-	if err != nil {
-		return fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
-	}
-	sc := st.CachedInfo().Config
-	if o.ArtifactsMaxBytes == 0 || sc.MaxBytes == o.ArtifactsMaxBytes {
-		return raiseReplicas(ctx, js, st, jetstream.StreamConfig{Replicas: cfg.Replicas, RePublish: st.CachedInfo().Config.RePublish})
-	}
-	sc.MaxBytes, sc.Replicas = o.ArtifactsMaxBytes, max(sc.Replicas, cfg.Replicas)
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		return fmt.Errorf("bound bucket %s to %d bytes: %w", cfg.Bucket, o.ArtifactsMaxBytes, storageHint(err))
-	}
-	return nil
-}
-
-// errCodeInsufficientResources is nats-server's JSInsufficientResourcesErr, which nats.go does
-// not name.
-const errCodeInsufficientResources jetstream.ErrorCode = 10047
-
-// storageHint says what to change when a server has no room for a bound it must reserve.
-func storageHint(err error) error {
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeInsufficientResources {
-		return fmt.Errorf("%w (lower the bound, or give the NATS servers more JetStream storage)", err)
-	}
-	return err
-}
-
-// boundJobs sets o's Retention and JobsMaxBytes, where non-zero, on the existing jobs stream st,
-// and raises its replicas and sets its republish as [raiseReplicas] does, in one update.
-func boundJobs(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, o StreamOptions, want jetstream.StreamConfig) error {
-	cfg := st.CachedInfo().Config
-	age, size := cmp.Or(o.Retention, cfg.MaxAge), cmp.Or(o.JobsMaxBytes, cfg.MaxBytes)
-	if cfg.MaxAge == age && cfg.MaxBytes == size && cfg.Replicas >= want.Replicas && samePublish(cfg.RePublish, want.RePublish) {
-		return nil
-	}
-	cfg.MaxAge, cfg.MaxBytes, cfg.Replicas, cfg.RePublish = age, size, max(cfg.Replicas, want.Replicas), want.RePublish
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("update stream %s (max age %v, %d bytes, %d replicas): %w", cfg.Name, age, size, cfg.Replicas, storageHint(err))
-	}
-	return nil
-}
-
-// raiseReplicas updates st to want's replicas when it has fewer, keeping every other setting but
-// its republish, which the fleet's watches and workers rely on: a stream made by an earlier
-// version gets want's.
-func raiseReplicas(ctx context.Context, js jetstream.JetStream, st jetstream.Stream, want jetstream.StreamConfig) error {
-	cfg := st.CachedInfo().Config
-	if cfg.Replicas >= want.Replicas && samePublish(cfg.RePublish, want.RePublish) {
-		return nil
-	}
-	cfg.Replicas, cfg.RePublish = max(cfg.Replicas, want.Replicas), want.RePublish
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("update stream %s (%d replicas, republish): %w", cfg.Name, cfg.Replicas, err)
-	}
-	return nil
-}
-
-func samePublish(a, b *jetstream.RePublish) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
+	return protocol.EnsureStreams(ctx, js, s, o)
 }

@@ -1,6 +1,7 @@
 package runfleet
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // Page is one stored piece of a job's output.
@@ -35,8 +37,9 @@ type RunOptions struct {
 
 // Run submits req to queue and waits for its settlement: [Client.Submit] then [Client.Watch].
 // Like exec.Cmd.Run, it returns the settlement and, when the job did not succeed, st.Err() — a
-// *[job.RejectError] or a *[job.OutcomeError]. A req.ID that was submitted before runs nothing
-// new: Run waits for that job's settlement.
+// *[job.RejectError] or a *[job.OutcomeError] — inside a *[JobError]. A req.ID that was submitted
+// before runs nothing new: Run waits for that job's settlement. [Client.Output] also returns the
+// job's output.
 //
 // When ctx ends first, Run returns an error wrapping [ErrNoSettlement] and ctx's error, and the
 // job goes on, unless o.CancelOnDone: then Run also asks the fleet to cancel it (the job settles
@@ -49,22 +52,39 @@ func (c *Client) Run(ctx context.Context, queue string, req job.Request, o *RunO
 	if req.ID == "" {
 		req.ID = job.NewID()
 	}
+	if !job.ValidID(req.ID) {
+		return job.Settlement{}, &JobError{ID: req.ID, Err: job.ErrInvalidID}
+	}
+	// The watch subscribes before the job is published, so that all it stores arrives on the
+	// subscription: no read of what was stored before is needed (unless the id was stored
+	// before, a duplicate).
+	tenant := cmp.Or(o.SubmitOptions.Tenant, c.tenant)
+	w := &watch{c: c, tenant: tenant, id: req.ID, onPage: o.OnPage, index: -1, first: -1}
+	msgs, unsubscribe, err := w.subscribe(ctx)
+	if err != nil {
+		return job.Settlement{}, &JobError{ID: req.ID, Err: fmt.Errorf("watch: %w", err)}
+	}
+	defer unsubscribe()
 	sub, err := c.Submit(ctx, queue, req, &o.SubmitOptions)
 	if err != nil {
 		return job.Settlement{}, asJobError(req.ID, err)
 	}
-	st, err := c.Watch(ctx, sub.ID, o.OnPage)
+	st, err := w.follow(ctx, msgs, sub.Duplicate)
+	err = w.wrap(ctx, err)
 	if err != nil {
 		if ctx.Err() != nil && o.CancelOnDone {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
 			defer cancel()
-			if cerr := c.Cancel(cctx, sub.ID); cerr != nil && !errors.Is(cerr, ErrSettled) {
+			if cerr := c.cancel(cctx, tenant, sub.ID); cerr != nil && !errors.Is(cerr, ErrSettled) {
 				err = fmt.Errorf("%w (and its cancel: %w)", err, cerr)
 			}
 		}
 		return st, asJobError(sub.ID, err)
 	}
-	return st, st.Err()
+	if err := st.Err(); err != nil {
+		return st, &JobError{ID: sub.ID, Err: err}
+	}
+	return st, nil
 }
 
 // cancelTimeout bounds the cancel [RunOptions.CancelOnDone] publishes after ctx ended.
@@ -86,7 +106,7 @@ const backstop = 3 * time.Second
 // watchBuffer is how many republished messages a watch holds before nats.go drops the next.
 const watchBuffer = 64
 
-// Watch replays job id's pages from the start, calls onPage (which may be nil) for each as it is
+// Watch replays the client's tenant's job id's pages from the start, calls onPage (which may be nil) for each as it is
 // stored, and returns the settlement. It follows a running or waiting job live, and returns at
 // once for a settled one. It never waits for a job the fleet does not know: an id it holds
 // nothing of is [ErrNotFound]. A job whose pages have expired returns its settlement and
@@ -101,30 +121,40 @@ func (c *Client) Watch(ctx context.Context, id string, onPage func(Page) error) 
 // A watch holds no JetStream consumer: it subscribes to the stream's republish of what it stored
 // for the job ([job.Subjects.Watch]), never to the results subjects, which also carry publishes
 // the stream refused (a fenced worker's pages). It then reads what was stored before with
-// batched direct gets, reads again from the last sequence it handled whenever a republished
+// batched direct gets (when its last stored message is one it has not handled: a watch begun
+// before the job's first output needs no batched get, which a NATS user bound to its tenant
+// may not make), reads again from the last sequence it handled whenever a republished
 // message's Nats-Last-Sequence shows one it missed, before a settlement that counts pages it did
 // not handle, and every few seconds,
 // and drops what it already handled by sequence and page index. It leaves nothing on the server.
 func (c *Client) WatchFrom(ctx context.Context, id string, after uint64, onPage func(Page) error) (job.Settlement, error) {
 	if !job.ValidID(id) {
-		return job.Settlement{}, fmt.Errorf("job id %q: %w", id, job.ErrInvalidID)
+		return job.Settlement{}, &JobError{ID: id, Err: job.ErrInvalidID}
 	}
-	w := &watch{c: c, id: id, onPage: onPage, after: after, last: after, index: -1, first: -1}
+	w := &watch{c: c, tenant: c.tenant, id: id, onPage: onPage, after: after, last: after, index: -1, first: -1}
 	st, err := w.run(ctx)
+	return st, w.wrap(ctx, err)
+}
+
+// wrap is the error of a watch as its callers return it: a *JobError, wrapping ErrNoSettlement
+// and ctx's error when ctx ended first.
+func (w *watch) wrap(ctx context.Context, err error) error {
+	id := w.id
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, ErrExpired) {
-			return st, &JobError{ID: id, Err: fmt.Errorf("watch: %w: %w", ErrNoSettlement, cerr)}
+			return &JobError{ID: id, Err: fmt.Errorf("watch: %w: %w", ErrNoSettlement, cerr)}
 		}
 		if _, ok := errors.AsType[*JobError](err); !ok {
 			err = &JobError{ID: id, Err: fmt.Errorf("watch: %w", err)}
 		}
 	}
-	return st, err
+	return err
 }
 
 // watch is one run of [Client.WatchFrom].
 type watch struct {
 	c      *Client
+	tenant string
 	id     string
 	onPage func(Page) error
 	after  uint64 // the caller has seen everything stored up to it
@@ -138,28 +168,48 @@ type watch struct {
 }
 
 func (w *watch) run(ctx context.Context) (job.Settlement, error) {
+	msgs, unsubscribe, err := w.subscribe(ctx)
+	if err != nil {
+		return w.st, err
+	}
+	defer unsubscribe()
+	return w.follow(ctx, msgs, true)
+}
+
+// subscribe subscribes to the republish of the job's results and returns once the server holds
+// the interest: from then on nothing stored is missed.
+func (w *watch) subscribe(ctx context.Context) (<-chan *nats.Msg, func(), error) {
 	nc := w.c.js.Conn()
 	// A channel of its own, small: a subscription's default buffer is 64 Ki messages (512 KiB
 	// per watch). What overflows it is dropped by nats.go, and found again as a gap.
 	msgs := make(chan *nats.Msg, watchBuffer)
-	sub, err := nc.ChanSubscribe(w.c.subjects.Watch(w.id), msgs)
+	sub, err := nc.ChanSubscribe(w.c.subjects.Watch(w.tenant, w.id), msgs)
 	if err != nil {
-		return w.st, fmt.Errorf("subscribe: %w", err)
+		return nil, nil, fmt.Errorf("subscribe: %w", err)
 	}
-	defer sub.Unsubscribe()
-	// The server has the interest once the flush returns: from then on nothing stored is missed.
 	fctx, cancel := context.WithTimeout(ctx, w.c.requestTimeout())
 	defer cancel()
 	if err := nc.FlushWithContext(fctx); err != nil {
-		return w.st, withCtx(ctx, fmt.Errorf("subscribe: %w", err))
+		_ = sub.Unsubscribe()
+		return nil, nil, withCtx(ctx, fmt.Errorf("subscribe: %w", err))
 	}
-	if err := w.catchUp(ctx); err != nil || w.settled {
-		return w.st, w.end(err)
+	return msgs, func() { _ = sub.Unsubscribe() }, nil
+}
+
+// follow handles what msgs delivers until the settlement. It first reads what was stored before
+// the subscription, unless the caller subscribed before the job was published ([Client.Run]):
+// then everything arrives on msgs, and a NATS user bound to its tenant, which may not make
+// batched direct gets, follows its job all the same.
+func (w *watch) follow(ctx context.Context, msgs <-chan *nats.Msg, catchUp bool) (job.Settlement, error) {
+	if catchUp {
+		if err := w.catchUp(ctx); err != nil || w.settled {
+			return w.st, w.end(err)
+		}
 	}
-	if !w.seen {
+	if catchUp && !w.seen {
 		// Nothing of the job's results is stored: it must be queued, or unknown.
-		_, err := w.c.lastMsg(ctx, w.c.subjects.JobsStream(), w.c.subjects.JobByID(w.id))
-		if errors.Is(err, errNoMessage) {
+		_, err := w.c.lastMsg(ctx, w.c.subjects.JobsStream(), w.c.subjects.TenantJob(w.tenant, w.id))
+		if errors.Is(err, protocol.ErrNoMessage) {
 			return w.st, ErrNotFound
 		}
 		if err != nil {
@@ -174,7 +224,12 @@ func (w *watch) run(ctx context.Context) (job.Settlement, error) {
 		case <-ctx.Done():
 			return w.st, ctx.Err()
 		case <-tick.C:
-			err = w.recheck(ctx)
+			// What the subscription already delivered first: the backstop reads only what it
+			// missed.
+			err = w.drain(ctx, msgs)
+			if err == nil && !w.settled {
+				err = w.catchUp(ctx)
+			}
 		case m := <-msgs:
 			err = w.live(ctx, m)
 		}
@@ -182,6 +237,21 @@ func (w *watch) run(ctx context.Context) (job.Settlement, error) {
 			return w.st, w.end(err)
 		}
 	}
+}
+
+// drain handles the messages msgs holds now, without waiting.
+func (w *watch) drain(ctx context.Context, msgs <-chan *nats.Msg) error {
+	for !w.settled {
+		select {
+		case m := <-msgs:
+			if err := w.live(ctx, m); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // end adds ErrExpired to a watch from the start of a settled job whose first pages expired.
@@ -195,15 +265,15 @@ func (w *watch) end(err error) error {
 // live handles one republished message: in order it is handled at once, past a gap (a stored
 // page that did not reach this watch) or as a settlement, what was stored is read again first.
 func (w *watch) live(ctx context.Context, m *nats.Msg) error {
-	sm, err := parseDirect(m)
+	sm, err := protocol.ParseDirectGet(m)
 	if err != nil {
 		return nil // not the stream's republish: anyone may publish to the subject
 	}
 	if sm.Sequence <= w.last {
 		return nil
 	}
-	prev, _ := strconv.ParseUint(m.Header.Get(headerLastSequence), 10, 64)
-	settlement := sm.Subject == w.c.subjects.Settled(w.id)
+	prev, _ := strconv.ParseUint(m.Header.Get(protocol.HeaderLastSequence), 10, 64)
+	settlement := sm.Subject == w.c.subjects.Settled(w.tenant, w.id)
 	if settlement && w.complete(sm) {
 		return w.handle(sm)
 	}
@@ -221,25 +291,10 @@ func (w *watch) live(ctx context.Context, m *nats.Msg) error {
 	return w.handle(sm)
 }
 
-// recheck is the backstop: one direct get of the job's last stored result, and a catch-up only
-// when it is one this watch has not handled.
-func (w *watch) recheck(ctx context.Context) error {
-	sm, err := w.c.lastMsg(ctx, w.c.subjects.ResultsStream(), w.c.subjects.Results(w.id))
-	switch {
-	case errors.Is(err, errNoMessage):
-		return nil
-	case err != nil:
-		return err
-	case sm.Sequence <= w.last:
-		return nil
-	}
-	return w.catchUp(ctx)
-}
-
 // complete reports whether this watch handled every page the settlement sm counts: pages are
 // numbered from 0 without gaps, so the last index handled says it, and the settlement is taken
 // without reading the stream again.
-func (w *watch) complete(sm storedMsg) bool {
+func (w *watch) complete(sm protocol.StoredMsg) bool {
 	var counts struct {
 		Pages int64 `json:"pages"`
 	}
@@ -252,9 +307,21 @@ func (w *watch) complete(sm storedMsg) bool {
 	return w.index+1 == counts.Pages
 }
 
-// catchUp reads what the stream stored of the job after the last sequence handled.
+// catchUp reads what the stream stored of the job after the last sequence handled, when its last
+// stored message is one this watch has not handled: one direct get, and a batched read only
+// then. It is also the backstop, every few seconds.
 func (w *watch) catchUp(ctx context.Context) error {
-	_, err := w.c.scan(ctx, w.c.subjects.ResultsStream(), w.c.subjects.Results(w.id), w.last+1, func(sm storedMsg) error {
+	results := w.c.subjects.Results(w.tenant, w.id)
+	sm, err := w.c.lastMsg(ctx, w.c.subjects.ResultsStream(), results)
+	switch {
+	case errors.Is(err, protocol.ErrNoMessage):
+		return nil
+	case err != nil:
+		return err
+	case sm.Sequence <= w.last:
+		return nil
+	}
+	_, err = w.c.scan(ctx, w.c.subjects.ResultsStream(), results, w.last+1, func(sm protocol.StoredMsg) error {
 		if w.settled {
 			return nil
 		}
@@ -264,12 +331,12 @@ func (w *watch) catchUp(ctx context.Context) error {
 }
 
 // handle takes one stored message of the job, in stream order.
-func (w *watch) handle(sm storedMsg) error {
+func (w *watch) handle(sm protocol.StoredMsg) error {
 	if sm.Sequence <= w.last {
 		return nil
 	}
 	w.last, w.seen = sm.Sequence, true
-	if sm.Subject == w.c.subjects.Settled(w.id) {
+	if sm.Subject == w.c.subjects.Settled(w.tenant, w.id) {
 		if err := json.Unmarshal(sm.Data, &w.st); err != nil {
 			return fmt.Errorf("decode settlement: %w", err)
 		}

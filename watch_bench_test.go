@@ -16,6 +16,7 @@ import (
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // BenchmarkWatchLatency measures the time from a page's publish to a live watcher seeing it:
@@ -23,7 +24,7 @@ import (
 // consumer on the job's results subjects), in the same run on the same stream. p50_us and
 // p99_us are per page.
 func BenchmarkWatchLatency(b *testing.B) {
-	f := newV2Fleet(b, runfleet.StreamOptions{})
+	f := newV2Fleet(b, protocol.StreamOptions{})
 	for _, row := range []struct {
 		name  string
 		watch func(ctx context.Context, id string, seen chan<- int64) error
@@ -33,7 +34,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 			return err
 		}},
 		{"v1-consumer", func(ctx context.Context, id string, seen chan<- int64) error {
-			cons, err := f.js.OrderedConsumer(ctx, f.s.ResultsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.s.Results(id)}})
+			cons, err := f.js.OrderedConsumer(ctx, f.s.ResultsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{f.s.Results("default", id)}})
 			if err != nil {
 				return err
 			}
@@ -49,7 +50,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 				if err != nil {
 					return ctx.Err()
 				}
-				if m.Subject() == f.s.Settled(id) {
+				if m.Subject() == f.s.Settled("default", id) {
 					return nil
 				}
 				i, _ := strconv.ParseInt(m.Headers().Get(job.HeaderPage), 10, 64)
@@ -59,7 +60,7 @@ func BenchmarkWatchLatency(b *testing.B) {
 	} {
 		b.Run(row.name, func(b *testing.B) {
 			id := job.NewID()
-			f.submit(b, "q1", "t1", id)
+			f.submit(b, "q1", job.DefaultTenant, id)
 			w := &writer{f: f, id: id, attempt: 1}
 			seen := make(chan int64, 1)
 			ctx, cancel := context.WithCancel(b.Context())
@@ -113,13 +114,13 @@ func BenchmarkConcurrentWaits(b *testing.B) {
 		n = s
 	}
 	for b.Loop() {
-		f := newV2Fleet(b, runfleet.StreamOptions{})
+		f := newV2Fleet(b, protocol.StreamOptions{})
 		ids := make([]string, n)
 		for i := range ids {
 			ids[i] = fmt.Sprintf("wait%d", i)
 		}
 		for _, id := range ids {
-			m := nats.NewMsg(f.s.Job("q1", "t1", id))
+			m := nats.NewMsg(f.s.Job("q1", job.DefaultTenant, id))
 			m.Header.Set(job.HeaderMsgID, id)
 			if _, err := f.js.PublishMsgAsync(m); err != nil {
 				b.Fatal(err)
@@ -153,7 +154,7 @@ func BenchmarkConcurrentWaits(b *testing.B) {
 
 		settled := make([]time.Time, n)
 		for i, id := range ids {
-			m := nats.NewMsg(f.s.Settled(id))
+			m := nats.NewMsg(f.s.Settled("default", id))
 			m.Data = fmt.Appendf(nil, `{"job_id":%q,"status":"succeeded"}`, id)
 			settled[i] = time.Now()
 			if _, err := f.js.PublishMsg(ctx, m); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // TestWatchNeverShowsRefused: a page the stream refused (a fenced worker's write, behind the
@@ -18,12 +19,12 @@ import (
 // although a plain subscription on the results subjects receives it; a message forged on the
 // republish subject is ignored; and the watch holds no consumer.
 func TestWatchNeverShowsRefused(t *testing.T) {
-	f := newV2Fleet(t, runfleet.StreamOptions{})
+	f := newV2Fleet(t, protocol.StreamOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	const id = "fenced-job"
 	f.submit(t, "q1", job.DefaultTenant, id)
-	raw, err := f.nc.SubscribeSync(f.s.Results(id))
+	raw, err := f.nc.SubscribeSync(f.s.Results("default", id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestWatchNeverShowsRefused(t *testing.T) {
 	})
 	<-first
 	// Anyone may publish on the republish subjects: what the stream did not send is ignored.
-	if err := f.nc.Publish(f.s.WatchPage(id), []byte("forged")); err != nil {
+	if err := f.nc.Publish(f.s.WatchPage("default", id), []byte("forged")); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.consumers(t); n != 0 {
@@ -83,7 +84,7 @@ func TestWatchNeverShowsRefused(t *testing.T) {
 			t.Fatalf("plain subscription: %v after %q", err, plain)
 		}
 		plain = append(plain, string(m.Data))
-		if m.Subject == f.s.Settled(id) {
+		if m.Subject == f.s.Settled("default", id) {
 			break
 		}
 	}
@@ -96,7 +97,7 @@ func TestWatchNeverShowsRefused(t *testing.T) {
 // live and after it settled, each see every page once, in order; WatchFrom resumes after a page;
 // no watch holds a consumer.
 func TestWatchNoPageLostOrDoubled(t *testing.T) {
-	f := newV2Fleet(t, runfleet.StreamOptions{})
+	f := newV2Fleet(t, protocol.StreamOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	const id, pages, every = "chatty-job", 1000, 25
@@ -178,7 +179,7 @@ func firstDiff(got, want []int64) string {
 // (Retention): once the pages are gone, Settlement still returns the settlement, a lookup says
 // the pages expired, and a watch returns the settlement with ErrExpired instead of waiting.
 func TestExpiredPages(t *testing.T) {
-	f := newV2Fleet(t, runfleet.StreamOptions{ResultsMaxAge: time.Second, Retention: time.Hour})
+	f := newV2Fleet(t, protocol.StreamOptions{ResultsMaxAge: time.Second, Retention: time.Hour})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	const id = "settled-long-ago"
@@ -225,7 +226,7 @@ func TestExpiredPages(t *testing.T) {
 // nothing, as when a new subscription's interest has not reached a cluster's other servers)
 // still sees every page and the settlement, through its periodic re-read.
 func TestWatchBackstop(t *testing.T) {
-	f := newV2Fleet(t, runfleet.StreamOptions{})
+	f := newV2Fleet(t, protocol.StreamOptions{})
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	s, err := f.js.Stream(ctx, f.s.ResultsStream())

@@ -11,6 +11,27 @@ const (
 	HeaderAttempt     = "Runfleet-Attempt"
 )
 
+// ReservedHeaders are the headers NATS and JetStream give meaning to on a message they deliver: a
+// status (Status, Description) or a consumer's heartbeat and flow control. A client that reads a
+// message carrying one as a status drops or misroutes it, so a job message that carries one is
+// rejected with [ReasonReservedHeader] before anything else is read of it.
+var ReservedHeaders = []string{
+	"Status", "Description",
+	"Nats-Last-Consumer", "Nats-Last-Stream", "Nats-Pending-Messages", "Nats-Pending-Bytes", "Nats-Consumer-Stalled",
+}
+
+// ReservedHeader is the first of [ReservedHeaders] h holds, or "".
+//
+// Deprecated: internal to the fleet; will move in the next release.
+func ReservedHeader(h map[string][]string) string {
+	for _, name := range ReservedHeaders {
+		if _, ok := h[name]; ok {
+			return name
+		}
+	}
+	return ""
+}
+
 // Output streams named in [HeaderStream].
 const (
 	Stdout = "stdout"

@@ -56,7 +56,7 @@ type Listed struct {
 	Reason    Reason    `json:"reason,omitempty"`
 	Queue     string    `json:"queue"`
 	Tenant    string    `json:"tenant"`
-	ExitCode  *int      `json:"exit_code,omitempty"`
+	ExitCode  *int      `json:"exit_code,omitempty"` // read with [Listed.Exit]
 	Attempt   int64     `json:"attempt"`
 	Worker    string    `json:"worker,omitempty"`
 	CPUMS     *int64    `json:"cpu_ms,omitempty"`
@@ -64,7 +64,12 @@ type Listed struct {
 	SettledAt time.Time `json:"settled_at"`
 }
 
+// Exit is [Settlement.Exit] of the listed job.
+func (l Listed) Exit() (code int, ok bool) { return exitOf(l.ExitCode) }
+
 // ListedOf is the list row of settlement st of a job of queue and tenant.
+//
+// Deprecated: internal to the fleet; will move in the next release.
 func ListedOf(queue, tenant string, st Settlement) Listed {
 	l := Listed{JobID: st.JobID, Status: st.Status, Reason: st.Reason, Queue: queue, Tenant: tenant,
 		ExitCode: st.ExitCode, Attempt: st.Attempt, Worker: st.Worker, RedriveOf: st.RedriveOf,
@@ -121,6 +126,8 @@ type JobCounts struct {
 
 // ParseTime reads a bound of a list window: an RFC 3339 time, or a duration meaning that long
 // before now ("1h", "30m").
+//
+// Deprecated: internal to the fleet; will move in the next release.
 func ParseTime(s string, now time.Time) (time.Time, error) {
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {

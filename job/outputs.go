@@ -9,7 +9,7 @@ import (
 const MaxOutputs = 16
 
 // Artifact is a file a job left in /workspace that matched its outputs, stored in the artifacts
-// bucket under Object (<job>/<attempt>/<path>).
+// bucket under Object (<tenant>/<job>/<attempt>/<path>).
 type Artifact struct {
 	Path   string `json:"path"`
 	Size   int64  `json:"size"`
@@ -17,9 +17,10 @@ type Artifact struct {
 	Object string `json:"object"`
 }
 
-// ArtifactObject is the object name of the file at path that attempt of job id stored.
-func ArtifactObject(id string, attempt int64, path string) string {
-	return id + "/" + itoa(attempt) + "/" + path
+// ArtifactObject is the object name of the file at path that attempt of tenant's job id stored:
+// "<tenant>/<job>/<attempt>/<path>".
+func ArtifactObject(tenant, id string, attempt int64, path string) string {
+	return tenant + "/" + id + "/" + itoa(attempt) + "/" + path
 }
 
 func itoa(n int64) string {
@@ -58,6 +59,8 @@ func checkOutputs(patterns []string) error {
 //
 // It takes at most len(pattern elements) × len(name elements) element matches whatever the
 // pattern (G11): a pattern comes from an untrusted request and is matched by the worker.
+//
+// Deprecated: internal to the fleet; will move in the next release.
 func MatchOutput(pattern, name string) bool {
 	return matchParts(outputParts(pattern), strings.Split(name, "/"))
 }

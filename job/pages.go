@@ -13,6 +13,8 @@ const PageInterval = 150 * time.Millisecond
 // timeout: a time cut of both streams every PageInterval, the size cuts its output bound allows,
 // and the last partial page of each stream. A job that does not set max_pages gets at least this
 // many (up to the worker's maximum), so that chatty output never meets page_limit.
+//
+// Deprecated: internal to the fleet; will move in the next release.
 func PagesNeeded(timeout time.Duration, outputBytes, pageBytes int64) int64 {
 	cuts := int64(timeout/PageInterval) + 1
 	return 2*cuts + outputBytes/max(pageBytes, 1) + 2

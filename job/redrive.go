@@ -28,7 +28,9 @@ func RedriveID(id string) string {
 
 // RedriveRequest asks the fleet to redrive one job.
 type RedriveRequest struct {
-	JobID             string `json:"job_id"`
+	JobID string `json:"job_id"`
+	// Tenant is the job's tenant; default DefaultTenant. The redrive is the same tenant's job.
+	Tenant            string `json:"tenant,omitempty"`
 	ConfirmMayHaveRun bool   `json:"confirm_may_have_run,omitempty"`
 }
 
@@ -94,6 +96,9 @@ func (s Subjects) RedriveRun() string   { return s.prefix + ".api.redrives.get" 
 func (s Subjects) RedriveStop() string  { return s.prefix + ".api.redrives.stop" }  // {"id"} → RedriveRun
 
 // Reasons a redrive is refused, as the fleet's redrive service and the gateway name them.
+//
+// Deprecated: use protocol.ReasonNotFound, ReasonNotSettled, ReasonNotRedrivable and
+// ReasonMayHaveRun (github.com/runfleet/runfleet/protocol), the same strings.
 const (
 	RedriveNotFound      = "not_found"      // the fleet holds no such job or run
 	RedriveNotSettled    = "not_settled"    // the job has not settled: nothing to redrive yet

@@ -89,16 +89,23 @@ func ProtocolPolicy() Policy {
 }
 
 // RejectError says why a request is invalid; Reason is the code a rejected settlement carries.
+// JobID is set when the error comes from a settlement ([Settlement.Err]); a publisher's own
+// validation leaves it empty, and the client names the job around it.
 type RejectError struct {
+	JobID  string
 	Reason Reason
 	Detail string
 }
 
 func (e *RejectError) Error() string {
-	if e.Detail == "" {
-		return "rejected: " + string(e.Reason)
+	msg := "rejected: " + string(e.Reason)
+	if e.JobID != "" {
+		msg = "job " + e.JobID + " rejected: " + string(e.Reason)
 	}
-	return "rejected: " + string(e.Reason) + ": " + e.Detail
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
 }
 
 func reject(r Reason, format string, args ...any) *RejectError {
@@ -122,12 +129,16 @@ const (
 // maxDepth bounds nesting in a request body; a valid request needs 4.
 const maxDepth = 16
 
-// Decode parses and validates a job message body against p. msgID is the Nats-Msg-Id header.
-// The error, when not nil, is a *RejectError.
-func Decode(body []byte, msgID string, p Policy) (Request, Bounds, error) {
+// Decode parses and validates a job message body against p. id is the job id of the message's
+// subject, which a body's own id must equal (id_mismatch). A Nats-Msg-Id header, which version-3
+// publishers never send, is checked by the caller: when present it must equal id too. The
+// error, when not nil, is a *RejectError.
+//
+// Deprecated: internal to the fleet; will move in the next release.
+func Decode(body []byte, id string, p Policy) (Request, Bounds, error) {
 	var req Request
-	if !ValidID(msgID) {
-		return req, Bounds{}, reject(ReasonInvalidID, "Nats-Msg-Id %q does not match %s", clip(msgID), idPattern)
+	if !ValidID(id) {
+		return req, Bounds{}, reject(ReasonInvalidID, "job id %q does not match %s", clip(id), idPattern)
 	}
 	if p.MaxBodyBytes > 0 && len(body) > p.MaxBodyBytes {
 		return req, Bounds{}, reject(ReasonPayloadTooLarge, "body is %d bytes, at most %d", len(body), p.MaxBodyBytes)
@@ -142,10 +153,10 @@ func Decode(body []byte, msgID string, p Policy) (Request, Bounds, error) {
 	if err := dec.Decode(&req); err != nil {
 		return req, Bounds{}, decodeError(err)
 	}
-	if req.ID != "" && req.ID != msgID {
-		return req, Bounds{}, reject(ReasonIDMismatch, "id %q differs from Nats-Msg-Id %q", clip(req.ID), msgID)
+	if req.ID != "" && req.ID != id {
+		return req, Bounds{}, reject(ReasonIDMismatch, "id %q differs from the subject's job id %q", clip(req.ID), id)
 	}
-	req.ID = msgID
+	req.ID = id
 	b, err := req.Validate(p)
 	return req, b, err
 }

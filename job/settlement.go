@@ -36,6 +36,9 @@ const (
 	ReasonOutputLimit    Reason = "output_limit"
 	ReasonPageLimit      Reason = "page_limit"
 	ReasonWorkerShutdown Reason = "worker_shutdown"
+	// ReasonCompileError: the profile's compile step failed (or ran out of its time); the
+	// compiler's output is the job's stderr.
+	ReasonCompileError Reason = "compile_error"
 )
 
 // Reasons for [StatusRejected].
@@ -60,6 +63,8 @@ const (
 	ReasonInvalidOutputs  Reason = "invalid_outputs"
 	ReasonDuplicateKey    Reason = "duplicate_key"
 	ReasonTooDeep         Reason = "too_deep"
+	ReasonReservedHeader  Reason = "reserved_header"
+	ReasonUnknownQueue    Reason = "unknown_queue" // a queue the fleet does not declare for the tenant
 	// Reasons of records on the rejected subject (job.Rejection), for a job message no
 	// settlement subject can name: its subject does not parse, or its id was first claimed from
 	// another queue or tenant.
@@ -75,6 +80,10 @@ const (
 	ReasonCancelRequest  Reason = "cancel_request"
 )
 
+// ReasonTenantStorageFull is the Settlement.ArtifactsTruncatedReason of artifacts cut at the
+// tenant's max_artifact_bytes.
+const ReasonTenantStorageFull Reason = "tenant_storage_full"
+
 // Usage is what the sandbox measured; a field a provider cannot measure is absent.
 type Usage struct {
 	WallMS      int64  `json:"wall_ms"`
@@ -84,10 +93,12 @@ type Usage struct {
 
 // Settlement is the last record of a job, stored exactly once on its settled subject.
 type Settlement struct {
-	JobID            string `json:"job_id"`
-	Status           Status `json:"status"`
-	Reason           Reason `json:"reason"`
-	Detail           string `json:"detail,omitempty"`
+	JobID  string `json:"job_id"`
+	Status Status `json:"status"`
+	Reason Reason `json:"reason"`
+	Detail string `json:"detail,omitempty"`
+	// ExitCode is the wire's exit_code, absent (nil) when the program did not exit on its own: a
+	// Go caller reads it with [Settlement.Exit].
 	ExitCode         *int   `json:"exit_code"`
 	Signal           string `json:"signal"`
 	StdoutBytes      int64  `json:"stdout_bytes"`
@@ -111,28 +122,48 @@ type Settlement struct {
 	StartedAt          time.Time         `json:"started_at,omitzero"`
 	FinishedAt         time.Time         `json:"finished_at,omitzero"`
 	SettledAt          time.Time         `json:"settled_at"`
+
+	// ArtifactsTruncatedReason says why artifacts were left out when the cause is not the job's
+	// own bounds: tenant_storage_full when its tenant's max_artifact_bytes left no room.
+	ArtifactsTruncatedReason Reason `json:"artifacts_truncated_reason,omitempty"`
+}
+
+// Exit returns the program's exit code, and whether it exited with one: ok is false when it did
+// not run, was killed by a signal or timed out (exit_code absent on the wire).
+func (s Settlement) Exit() (code int, ok bool) { return exitOf(s.ExitCode) }
+
+func exitOf(p *int) (int, bool) {
+	if p == nil {
+		return 0, false
+	}
+	return *p, true
 }
 
 // Err returns nil when the job succeeded. Otherwise it returns a *[RejectError] for a rejected job
-// (as a publisher's own validation does) and a *[OutcomeError] for every other status.
+// (as a publisher's own validation does) and a *[OutcomeError] for every other status; both name
+// the job.
 func (s Settlement) Err() error {
 	switch s.Status {
 	case StatusSucceeded:
 		return nil
 	case StatusRejected:
-		return &RejectError{Reason: s.Reason, Detail: s.Detail}
+		return &RejectError{JobID: s.JobID, Reason: s.Reason, Detail: s.Detail}
 	}
 	return &OutcomeError{JobID: s.JobID, Status: s.Status, Reason: s.Reason, Detail: s.Detail, ExitCode: s.ExitCode}
 }
 
 // OutcomeError is a job that settled neither succeeded nor rejected.
 type OutcomeError struct {
-	JobID    string
-	Status   Status
-	Reason   Reason
-	Detail   string
+	JobID  string
+	Status Status
+	Reason Reason
+	Detail string
+	// ExitCode is the settlement's; read it with [OutcomeError.Exit].
 	ExitCode *int
 }
+
+// Exit is [Settlement.Exit] of the settlement e came from.
+func (e *OutcomeError) Exit() (code int, ok bool) { return exitOf(e.ExitCode) }
 
 func (e *OutcomeError) Error() string {
 	msg := "job " + e.JobID + " " + string(e.Status)
@@ -167,6 +198,8 @@ type Rejection struct {
 const MaxDetailBytes = 1024
 
 // ClipDetail cuts s to at most MaxDetailBytes, on a UTF-8 boundary.
+//
+// Deprecated: internal to the fleet; will move in the next release.
 func ClipDetail(s string) string {
 	if len(s) <= MaxDetailBytes {
 		return s

@@ -17,7 +17,7 @@ func TestSettlementErr(t *testing.T) {
 	}{
 		{"succeeded", job.Settlement{JobID: "j", Status: job.StatusSucceeded}, "", nil},
 		{"rejected", job.Settlement{JobID: "j", Status: job.StatusRejected, Reason: job.ReasonUnknownLanguage, Detail: "no profile"},
-			"rejected: unknown_language: no profile", new(*job.RejectError)},
+			"job j rejected: unknown_language: no profile", new(*job.RejectError)},
 		{"failed", job.Settlement{JobID: "j", Status: job.StatusFailed, Reason: job.ReasonExitNonzero, ExitCode: &three},
 			"job j failed: exit_nonzero 3", new(*job.OutcomeError)},
 		{"timed out", job.Settlement{JobID: "j", Status: job.StatusTimedOut}, "job j timed_out", new(*job.OutcomeError)},

@@ -74,13 +74,20 @@ func NewSubjects(prefix string) (Subjects, error) {
 // Prefix is the prefix the names derive from.
 func (s Subjects) Prefix() string { return s.prefix }
 
-// Job is the subject of job id of tenant on queue (protocol version 2): the stream keeps one
-// message per such subject, so a lookup by id is a subject-index read.
+// Job is the subject of job id of tenant on queue: the stream keeps one message per such
+// subject, so a lookup by id is a subject-index read.
 func (s Subjects) Job(queue, tenant, id string) string {
 	return s.prefix + ".jobs." + queue + "." + tenant + "." + id
 }
 
-// JobByID matches job id's subject whatever its queue and tenant.
+// TenantJob matches the subject of tenant's job id whatever its queue: the stream holds at most
+// one (a second queue's copy is refused as a duplicate).
+func (s Subjects) TenantJob(tenant, id string) string {
+	return s.prefix + ".jobs.*." + tenant + "." + id
+}
+
+// JobByID matches job id's subjects of every tenant: an operator's lookup, which may find
+// several tenants' jobs of one id.
 func (s Subjects) JobByID(id string) string { return s.prefix + ".jobs.*.*." + id }
 
 // QueueJobs matches the jobs of every tenant on queue.
@@ -91,11 +98,11 @@ func (s Subjects) TenantJobs(queue, tenant string) string {
 	return s.prefix + ".jobs." + queue + "." + tenant + ".*"
 }
 
-// AllJobsV2 matches every job subject of protocol version 2.
-func (s Subjects) AllJobsV2() string { return s.prefix + ".jobs.>" }
+// AllJobs matches every job subject.
+func (s Subjects) AllJobs() string { return s.prefix + ".jobs.>" }
 
-// ParseJob splits a job subject of protocol version 2 into its queue, tenant and job id, each
-// checked against its pattern.
+// ParseJob splits a job subject into its queue, tenant and job id, each checked against its
+// pattern.
 func (s Subjects) ParseJob(subject string) (queue, tenant, id string, err error) {
 	rest, ok := strings.CutPrefix(subject, s.prefix+".jobs.")
 	parts := strings.Split(rest, ".")
@@ -114,26 +121,87 @@ func (s Subjects) ParseJob(subject string) (queue, tenant, id string, err error)
 	return queue, tenant, id, nil
 }
 
-// Page is the subject of job id's output pages.
-func (s Subjects) Page(id string) string { return s.prefix + ".results." + id + ".page" }
+// Every subject of one job's results, dispatch and cancel names its tenant and then its id
+// (protocol version 3): a job is its tenant and its id, and two tenants' jobs of one id never
+// share a subject.
 
-// Settled is the subject of job id's settlement.
-func (s Subjects) Settled(id string) string { return s.prefix + ".results." + id + ".settled" }
+// Page is the subject of tenant's job id's output pages.
+func (s Subjects) Page(tenant, id string) string {
+	return s.prefix + ".results." + tenant + "." + id + ".page"
+}
 
-// Results matches everything job id produces, pages and settlement.
-func (s Subjects) Results(id string) string { return s.prefix + ".results." + id + ".>" }
+// Settled is the subject of tenant's job id's settlement.
+func (s Subjects) Settled(tenant, id string) string {
+	return s.prefix + ".results." + tenant + "." + id + ".settled"
+}
 
-// AllResults matches the pages and settlements of every job.
+// AllSettled matches the settlements of every job.
+func (s Subjects) AllSettled() string { return s.prefix + ".results.*.*.settled" }
+
+// Results matches everything tenant's job id produces, pages and settlement.
+func (s Subjects) Results(tenant, id string) string {
+	return s.prefix + ".results." + tenant + "." + id + ".>"
+}
+
+// TenantResults matches the pages and settlements of every job of tenant.
+func (s Subjects) TenantResults(tenant string) string { return s.prefix + ".results." + tenant + ".>" }
+
+// ParseResult splits a results or watch subject of protocol version 3 into its tenant, job id
+// and kind ("page" or "settled"); ok is false for any other shape, a version-2 one among them.
+func (s Subjects) ParseResult(subject string) (tenant, id, kind string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.prefix+".results.")
+	if !found {
+		if rest, found = strings.CutPrefix(subject, s.prefix+".watch."); !found {
+			return "", "", "", false
+		}
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) != 3 || !ValidTenant(parts[0]) || !ValidID(parts[1]) || (parts[2] != "page" && parts[2] != "settled") {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
+// Dispatched is the subject of tenant's job id's dispatch marker: the first attempt to store one
+// is the only attempt whose code may reach a sandbox (docs/protocol.md, "The dispatch gate"). It
+// lies outside [Subjects.Results], so that watches never see it.
+func (s Subjects) Dispatched(tenant, id string) string {
+	return s.prefix + ".dispatched." + tenant + "." + id
+}
+
+// DispatchedV2 is the dispatch marker a version-2 worker stored for job id, read only for a job
+// in doubt that was stored before it (docs/protocol.md, "From version 2").
+func (s Subjects) DispatchedV2(id string) string { return s.prefix + ".dispatched." + id }
+
+// AllDispatched matches the dispatch markers of every job.
+func (s Subjects) AllDispatched() string { return s.prefix + ".dispatched.*.*" }
+
+// AllDispatchedV2 matches the dispatch markers of protocol version 2, which results streams made
+// before version 3 keep.
+func (s Subjects) AllDispatchedV2() string { return s.prefix + ".dispatched.*" }
+
+// AllResults matches the pages and settlements of every job (and those of version 2, which
+// results streams made before version 3 keep).
 func (s Subjects) AllResults() string { return s.prefix + ".results.>" }
 
-// Watch matches what the results stream stored for job id, as it republishes it (protocol
-// version 2): watchers follow it instead of the results subjects, which also carry publishes the
-// stream refused.
-func (s Subjects) Watch(id string) string { return s.prefix + ".watch." + id + ".>" }
+// Watch matches what the results stream stored for tenant's job id, as it republishes it:
+// watchers follow it instead of the results subjects, which also carry publishes the stream
+// refused.
+func (s Subjects) Watch(tenant, id string) string {
+	return s.prefix + ".watch." + tenant + "." + id + ".>"
+}
 
-// WatchPage and WatchSettled are the republished subjects of job id's pages and settlement.
-func (s Subjects) WatchPage(id string) string    { return s.prefix + ".watch." + id + ".page" }
-func (s Subjects) WatchSettled(id string) string { return s.prefix + ".watch." + id + ".settled" }
+// WatchPage and WatchSettled are the republished subjects of tenant's job id's pages and
+// settlement.
+func (s Subjects) WatchPage(tenant, id string) string {
+	return s.prefix + ".watch." + tenant + "." + id + ".page"
+}
+func (s Subjects) WatchSettled(tenant, id string) string {
+	return s.prefix + ".watch." + tenant + "." + id + ".settled"
+}
+
+// TenantWatch matches the republished pages and settlements of every job of tenant.
+func (s Subjects) TenantWatch(tenant string) string { return s.prefix + ".watch." + tenant + ".>" }
 
 // AllWatch matches the republished pages and settlements of every job.
 func (s Subjects) AllWatch() string { return s.prefix + ".watch.>" }
@@ -141,14 +209,30 @@ func (s Subjects) AllWatch() string { return s.prefix + ".watch.>" }
 // Rejected is the subject of records about job messages whose id could not be read.
 func (s Subjects) Rejected() string { return s.prefix + ".rejected" }
 
-// Cancel is the subject a cancel request for job id is published to.
-func (s Subjects) Cancel(id string) string { return s.prefix + ".cancel." + id }
+// Cancel is the subject a cancel request for tenant's job id is published to.
+func (s Subjects) Cancel(tenant, id string) string {
+	return s.prefix + ".cancel." + tenant + "." + id
+}
 
 // AllCancels matches the cancel requests of every job.
-func (s Subjects) AllCancels() string { return s.prefix + ".cancel.*" }
+func (s Subjects) AllCancels() string { return s.prefix + ".cancel.*.*" }
+
+// ParseCancel splits a cancel subject into its tenant and job id; ok is false for any other
+// shape, a version-2 one among them.
+func (s Subjects) ParseCancel(subject string) (tenant, id string, ok bool) {
+	rest, found := strings.CutPrefix(subject, s.prefix+".cancel.")
+	tenant, id, two := strings.Cut(rest, ".")
+	if !found || !two || !ValidTenant(tenant) || !ValidID(id) {
+		return "", "", false
+	}
+	return tenant, id, true
+}
 
 // Workers is the subject worker heartbeats are published to, one token per worker id.
 func (s Subjects) Workers() string { return s.prefix + ".workers" }
+
+// WorkersPing is the subject every worker answers a request on with its heartbeat, at once.
+func (s Subjects) WorkersPing() string { return s.prefix + ".workers.ping" }
 
 // JobsStream is the name of the stream that holds job requests.
 func (s Subjects) JobsStream() string { return s.stream + "_JOBS" }
@@ -184,6 +268,10 @@ func (s Subjects) Arrived(queue, tenant string) string {
 
 // TenantsBucket is the name of the key-value bucket that holds each tenant's policy.
 func (s Subjects) TenantsBucket() string { return s.stream + "_TENANTS" }
+
+// ConsumersBucket is the name of the key-value bucket that marks which durable consumers the
+// fleet made, and when it first made them.
+func (s Subjects) ConsumersBucket() string { return s.stream + "_CONSUMERS" }
 
 // ArtifactsBucket is the name of the object store bucket that holds the files jobs produced.
 func (s Subjects) ArtifactsBucket() string { return s.stream + "_ARTIFACTS" }

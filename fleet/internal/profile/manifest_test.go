@@ -1,0 +1,68 @@
+package profile_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/runfleet/runfleet/fleet/internal/profile"
+)
+
+const bashManifest = `{"name":"sh2","version":"1","aliases":["shell"],"source":"main.sh","run":["/bin/sh","main.sh"],
+	"requires":["/bin/sh"],"test":{"code":"echo OK","stdout":"OK\n"}}`
+
+func TestDecodeManifest(t *testing.T) {
+	cases := []struct{ name, file, err string }{
+		{name: "valid", file: bashManifest},
+		{name: "unknown field", file: `{"name":"x","source":"m","run":["x"],"test":{"code":"x","stdout":""},"compile_timeout":1}`, err: "unknown field"},
+		{name: "bad name", file: `{"name":"C++","source":"m","run":["x"],"test":{"code":"x","stdout":""}}`, err: "name"},
+		{name: "source with a slash", file: `{"name":"x","source":"../m","run":["x"],"test":{"code":"x","stdout":""}}`, err: "source"},
+		{name: "no run", file: `{"name":"x","source":"m","test":{"code":"x","stdout":""}}`, err: "no run"},
+		{name: "no test", file: `{"name":"x","source":"m","run":["x"]}`, err: "no test"},
+		{name: "compile without argv", file: `{"name":"x","source":"m","run":["x"],"compile":{},"test":{"code":"x","stdout":""}}`, err: "compile without argv"},
+		{name: "negative limit", file: `{"name":"x","source":"m","run":["x"],"compile":{"argv":["cc"],"timeout_ms":-1},"test":{"code":"x","stdout":""}}`, err: "negative"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := profile.DecodeManifest(strings.NewReader(c.file))
+			if c.err == "" && err != nil || c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+				t.Errorf("DecodeManifest() error = %v, want one containing %q", err, c.err)
+			}
+		})
+	}
+}
+
+// TestLoadDir: a manifest adds a profile with its alias and a digest that follows the manifest;
+// one whose root lacks what it requires is skipped; an alias may not name two profiles.
+func TestLoadDir(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("sh2.json", bashManifest)
+	write("missing.json", `{"name":"missing","source":"m","run":["/nonexistent/bin"],"requires":["/nonexistent/bin"],"test":{"code":"x","stdout":""}}`)
+	s, skipped, err := profile.LoadDir(dir, profile.Builtin("", ""), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := s.Lookup("shell")
+	if !ok || p.Name != "sh2" || !strings.HasPrefix(p.Digest, "sha256:") || !s.Has("python3") || len(skipped) != 1 || skipped[0] != "missing" {
+		t.Fatalf("LoadDir() = %v skipped %v; want sh2 under its alias with a digest, the built-ins, and missing skipped", s.Names(), skipped)
+	}
+	write("sh2.json", strings.Replace(bashManifest, `"version":"1"`, `"version":"2"`, 1))
+	again, _, err := profile.LoadDir(dir, nil, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again["sh2"].Digest == p.Digest {
+		t.Errorf("digest %s did not change with the manifest", p.Digest)
+	}
+	write("clash.json", `{"name":"clash","aliases":["shell"],"source":"m","run":["/bin/sh"],"test":{"code":"x","stdout":""}}`)
+	if _, _, err := profile.LoadDir(dir, nil, "", ""); err == nil || !strings.Contains(err.Error(), "shell") {
+		t.Errorf("LoadDir() error = %v, want the alias naming two profiles", err)
+	}
+}
