@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/runfleet/runfleet/fleet/internal/cli"
 	"github.com/runfleet/runfleet/fleet/internal/lease"
 	"github.com/runfleet/runfleet/fleet/internal/pool"
+	"github.com/runfleet/runfleet/fleet/internal/profile"
 	"github.com/runfleet/runfleet/fleet/internal/redisurl"
 	"github.com/runfleet/runfleet/fleet/internal/worker"
 	"github.com/runfleet/runfleet/job"
@@ -66,14 +68,14 @@ func flags(stdout io.Writer) (*flag.FlagSet, *config) {
 	fs.DurationVar(&c.warmMaxAge, "warm-max-age", pool.DefaultMaxAge, "longest a sandbox waits before it is replaced")
 	fs.StringVar(&c.provider, "provider", "namespace", "sandbox provider: docker, gvisor (Docker with gVisor's runsc runtime) or namespace")
 	fs.StringVar(&c.profiles, "profiles", "", "JSON file of extra language profiles (built in: python3, nodejs)")
-	fs.StringVar(&c.langs, "langs", "", "directory of language manifests (shipped: fleet/langs), each offered where the root fs or image holds its toolchain")
+	fs.StringVar(&c.langs, "langs", "", "directory of more language manifests, beside those the root fs or image ships (make langs); each offered where the root fs or image holds its toolchain")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", lease.DefaultTTL, "how long a claim lives without a heartbeat")
 	fs.DurationVar(&c.grace, "grace", worker.DefaultGrace, "on SIGTERM, how long running jobs may finish")
 	c.logger = cli.LogLevel(fs)
 	fs.StringVar(&c.listen, "listen", worker.DefaultListen, "HTTP address of /metrics, /healthz, /readyz")
 	fs.StringVar(&c.id, "id", host+"-"+uuid.NewString()[:8], "worker identity, shown in settlements")
 	fs.BoolVar(&c.dev, "dev", false, "start an embedded NATS JetStream and a child redis-server (not durable)")
-	fs.StringVar(&c.rootfs, "rootfs", "", "namespace provider: root file system of the built-in profiles (default: the host's /usr)")
+	fs.StringVar(&c.rootfs, "rootfs", "", "namespace provider: root file system of the built-in profiles and of the languages it ships (default: the host's /usr; with --dev, "+devLangsRoot+" when make langs built it here)")
 	fs.BoolVar(&c.zygote, "zygote", false, "namespace provider: fork python3 and python3-data sandboxes from a zygote per profile (false: exec each interpreter; see docs/operations.md)")
 	fs.StringVar(&c.image, "image", worker.DefaultImage, "docker and gvisor providers: image of the built-in profiles")
 	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of each sandbox, in cores")
@@ -158,12 +160,32 @@ func (c *config) worker(out io.Writer) worker.Config {
 		ID: c.id, Version: cli.Version(), NATS: c.nats, RedisURL: c.redisURL, Dev: c.dev, Prefix: c.prefix,
 		Queues: strings.Split(c.queues, ","), StreamReplicas: c.streamReplicas,
 		ArtifactsMaxBytes: int64(c.artifactsMaxBytes), JobsMaxBytes: int64(c.jobsMaxBytes), Retention: c.retention,
-		Provider: c.provider, Profiles: c.profiles, Langs: c.langs, RootFS: c.rootfs, Image: c.image, DispatchLog: c.dispatchLog,
+		Provider: c.provider, Profiles: c.profiles, Langs: c.langs, RootFS: c.devRootFS(), Image: c.image, DispatchLog: c.dispatchLog,
 		Supervisor: supervisorBin, NoZygote: !c.zygote, Concurrency: c.concurrency, Warm: warm, WarmRefills: c.warmRefills,
 		WarmMaxAge: c.warmMaxAge, CPUs: negativeIfZero(c.cpus), MaxTimeout: c.maxTimeout, MaxPages: c.maxPages,
 		MaxFailures: c.maxFailures, DispatchWithoutReplica: c.dispatchWithoutReplica, LeaseTTL: c.leaseTTL, Grace: negativeIfZero(c.grace), Listen: c.listen,
 		RebuildIndex: c.rebuildIndex, Hook: c.hook(), Output: out,
 	}
+}
+
+// devLangsRoot is where `make langs` builds its root fs, relative to the checkout.
+const devLangsRoot = "var/rootfs-langs"
+
+// devRootFS is --rootfs; for `worker --dev` on the namespace provider run in a checkout where
+// `make langs` built its root fs, that root fs, so that the dev worker serves every shipped
+// language with no flag.
+func (c *config) devRootFS() string {
+	if c.rootfs != "" || !c.dev || c.provider != "namespace" {
+		return c.rootfs
+	}
+	if _, err := os.Stat(filepath.Join(devLangsRoot, profile.ShippedDir)); err != nil {
+		return ""
+	}
+	abs, err := filepath.Abs(devLangsRoot)
+	if err != nil {
+		return ""
+	}
+	return abs
 }
 
 func negativeIfZero[T time.Duration | float64](v T) T {

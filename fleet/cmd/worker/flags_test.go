@@ -5,11 +5,13 @@ import (
 	"flag"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/runfleet/runfleet/fleet/internal/cli"
+	"github.com/runfleet/runfleet/fleet/internal/profile"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -174,5 +176,41 @@ func TestHelpOnStdout(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) || stderr.Len() != 0 || !strings.HasPrefix(out, "usage: worker") ||
 		!strings.Contains(out, "\n  --redis-url string\n") || strings.Contains(out, "\n  -redis-url") {
 		t.Errorf("worker --help = %v, stdout %q, stderr %q; want the usage and --flags on stdout", err, out, stderr.String())
+	}
+}
+
+// TestDevFindsTheLangsRootFS: `worker --dev` run where `make langs` built its root fs takes it as
+// --rootfs, so that it serves every shipped language with no flag; a given --rootfs, another
+// provider or a worker without --dev keep theirs.
+func TestDevFindsTheLangsRootFS(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	parse := func(args ...string) string {
+		t.Helper()
+		fs, cfg := flags(io.Discard)
+		if err := cli.Parse(fs, args, func(string) string { return "" }); err != nil {
+			t.Fatal(err)
+		}
+		return cfg.worker(io.Discard).RootFS
+	}
+	if got := parse("--dev"); got != "" {
+		t.Errorf("--dev without var/rootfs-langs: rootfs %q, want the host's", got)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, devLangsRoot, profile.ShippedDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{args: []string{"--dev"}, want: filepath.Join(dir, devLangsRoot)},
+		{args: []string{"--dev", "--rootfs", "/srv/root"}, want: "/srv/root"},
+		{args: []string{"--dev", "--provider", "docker"}, want: ""},
+		{args: nil, want: ""},
+	}
+	for _, c := range cases {
+		if got := parse(c.args...); got != c.want {
+			t.Errorf("%v: rootfs %q, want %q", c.args, got, c.want)
+		}
 	}
 }

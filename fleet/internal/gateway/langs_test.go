@@ -18,7 +18,8 @@ import (
 
 // TestLanguagesThroughAPIs: every shipped language's test program, submitted through the native
 // API, piston's and judge0's, on both providers, prints its expected output. It needs the langs
-// root fs and image (`make langs-test` sets RUNFLEET_TEST_LANGS=1 and builds them).
+// root fs and image (`make langs-test` sets RUNFLEET_TEST_LANGS=1 and builds them), and a worker
+// given either serves them with no --langs flag.
 func TestLanguagesThroughAPIs(t *testing.T) {
 	if os.Getenv("RUNFLEET_TEST_LANGS") != "1" {
 		t.Skip("the langs root fs and image: make langs-test")
@@ -37,7 +38,8 @@ func TestLanguagesThroughAPIs(t *testing.T) {
 			// The harness gives its workers the suite's root fs: here the langs root fs.
 			t.Setenv("RUNFLEET_TEST_ROOTFS", root)
 			f := newFleet(t, gateway.Options{})
-			f.startWorker("--provider", provider, "--image", image, "--langs", "../../langs")
+			// No --langs: the langs root fs and image ship their manifests (make langs).
+			f.startWorker("--provider", provider, "--image", image)
 			for _, name := range langs.Names() {
 				p := langs[name]
 				judge0 := 0

@@ -167,34 +167,70 @@ func SealDigest(s Set) Set {
 	return out
 }
 
-// LoadDir adds the manifests of dir (its *.json files) to base, on root or image as
-// [Manifest.Profile] says; a manifest's name replaces base's profile of that name. A root file
-// system profile whose root lacks a required file is left out and named in skipped; an image
-// profile is checked by the provider's Resolve.
+// ShippedDir is where a root file system or image built by `make langs` carries the manifests
+// of its languages: a worker on it serves them with no --langs.
+const ShippedDir = "/usr/share/runfleet/langs"
+
+// LoadDir adds the manifests of dir (its *.json files) to base, as [Add] does.
 func LoadDir(dir string, base Set, root, image string) (s Set, skipped []string, err error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	files, err := ReadManifests(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := os.Stat(dir); err != nil {
-		return nil, nil, fmt.Errorf("langs: %w", err)
+	if files == nil {
+		return nil, nil, fmt.Errorf("langs: %s: %w", dir, os.ErrNotExist)
 	}
+	s, skipped, err = Add(base, files, root, image)
+	if err != nil {
+		return nil, nil, fmt.Errorf("langs %s: %w", dir, err)
+	}
+	return s, skipped, nil
+}
+
+// ReadManifests reads the *.json files of dir by name; nil, without error, when dir does not exist.
+func ReadManifests(dir string) (map[string][]byte, error) {
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("langs: %w", err)
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{}
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("langs: %w", err)
+		}
+		files[filepath.Base(path)] = b
+	}
+	return files, nil
+}
+
+// Add adds manifests (file name → JSON) to base, on root or image as [Manifest.Profile] says; a
+// manifest's name replaces base's profile of that name. A root file system profile whose root
+// lacks a required file is left out and named in skipped; an image profile is checked by the
+// provider's Resolve.
+func Add(base Set, manifests map[string][]byte, root, image string) (s Set, skipped []string, err error) {
 	out := Set{}
 	for n, p := range base {
 		out[n] = p
 	}
-	for _, path := range paths {
-		b, err := os.ReadFile(path)
+	names := make([]string, 0, len(manifests))
+	for name := range manifests {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		m, err := DecodeManifest(bytes.NewReader(manifests[name]))
 		if err != nil {
-			return nil, nil, fmt.Errorf("langs: %w", err)
-		}
-		m, err := DecodeManifest(bytes.NewReader(b))
-		if err != nil {
-			return nil, nil, fmt.Errorf("langs %s: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
 		p, err := m.Profile(root, image)
 		if err != nil {
-			return nil, nil, fmt.Errorf("langs %s: %w", path, err)
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
 		if p.Image == "" && !HasRequired(p) {
 			skipped = append(skipped, m.Name)
@@ -203,7 +239,7 @@ func LoadDir(dir string, base Set, root, image string) (s Set, skipped []string,
 		out[m.Name] = p
 	}
 	if err := out.checkNames(); err != nil {
-		return nil, nil, fmt.Errorf("langs %s: %w", dir, err)
+		return nil, nil, err
 	}
 	return out, skipped, nil
 }

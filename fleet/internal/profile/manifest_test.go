@@ -1,6 +1,7 @@
 package profile_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -60,6 +61,12 @@ func TestLoadDir(t *testing.T) {
 	}
 	if again["sh2"].Digest == p.Digest {
 		t.Errorf("digest %s did not change with the manifest", p.Digest)
+	}
+	if _, _, err := profile.LoadDir(filepath.Join(dir, "none"), nil, "", ""); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LoadDir(a directory that does not exist) error = %v, want ErrNotExist", err)
+	}
+	if files, err := profile.ReadManifests(filepath.Join(dir, "none")); files != nil || err != nil {
+		t.Errorf("ReadManifests(a directory that does not exist) = %v, %v; want none, as a root fs that ships no language", files, err)
 	}
 	write("clash.json", `{"name":"clash","aliases":["shell"],"source":"m","run":["/bin/sh"],"test":{"code":"x","stdout":""}}`)
 	if _, _, err := profile.LoadDir(dir, nil, "", ""); err == nil || !strings.Contains(err.Error(), "shell") {

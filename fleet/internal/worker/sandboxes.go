@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -50,7 +51,11 @@ func openSandboxes(ctx context.Context, c Config, log *slog.Logger) (*sandboxes,
 		if p.Reaped > 0 {
 			log.Warn("removed cgroups left by dead workers", "count", p.Reaped)
 		}
-		profiles, err := langs(c, pythonPackages(profile.Builtin(c.RootFS, ""), c.RootFS, log), c.RootFS, "", log)
+		shipped, err := profile.ReadManifests(filepath.Join(cmp.Or(c.RootFS, "/"), profile.ShippedDir))
+		var profiles profile.Set
+		if err == nil {
+			profiles, err = langs(c, pythonPackages(profile.Builtin(c.RootFS, ""), c.RootFS, log), shipped, c.RootFS, "", log)
+		}
 		if err != nil {
 			_ = p.Close()
 			return nil, err
@@ -88,7 +93,11 @@ func openSandboxes(ctx context.Context, c Config, log *slog.Logger) (*sandboxes,
 			}
 			provider = p
 		}
-		profiles, err := langs(c, profile.Builtin("", c.Image), "", c.Image, log)
+		shipped, err := p.Manifests(ctx, c.Image, profile.ShippedDir)
+		var profiles profile.Set
+		if err == nil {
+			profiles, err = langs(c, profile.Builtin("", c.Image), shipped, "", c.Image, log)
+		}
 		if err == nil {
 			profiles, err = p.Resolve(ctx, profiles)
 		}
@@ -117,15 +126,24 @@ func openSandboxes(ctx context.Context, c Config, log *slog.Logger) (*sandboxes,
 	return sb, nil
 }
 
-// langs adds the manifests of c.Langs to base, on root or image; a manifest whose toolchain the
-// root lacks is left out with a warning (an image's, by the provider's Resolve).
-func langs(c Config, base profile.Set, root, image string, log *slog.Logger) (profile.Set, error) {
-	if c.Langs == "" {
-		return base, nil
-	}
-	s, skipped, err := profile.LoadDir(c.Langs, base, root, image)
+// langs adds to base the manifests the root or image ships (a `make langs` one carries them in
+// profile.ShippedDir), then those of c.Langs, which replace a shipped one of the same name. A
+// manifest whose toolchain the root lacks is left out with a warning (an image's, by the
+// provider's Resolve).
+func langs(c Config, base profile.Set, shipped map[string][]byte, root, image string, log *slog.Logger) (profile.Set, error) {
+	s, skipped, err := profile.Add(base, shipped, root, image)
 	if err != nil {
-		return nil, fmt.Errorf("--langs: %w", err)
+		return nil, fmt.Errorf("languages the root fs or image ships (%s): %w", profile.ShippedDir, err)
+	}
+	if len(shipped) > 0 {
+		log.Info("languages shipped with the root fs or image", "count", len(shipped), "rootfs", root, "image", image)
+	}
+	if c.Langs != "" {
+		var more []string
+		if s, more, err = profile.LoadDir(c.Langs, s, root, image); err != nil {
+			return nil, fmt.Errorf("--langs: %w", err)
+		}
+		skipped = append(skipped, more...)
 	}
 	if len(skipped) > 0 {
 		log.Warn("languages not offered: the root file system lacks a file they require", "langs", skipped, "rootfs", root)

@@ -271,27 +271,78 @@ func (s *containerSandbox) heldExit(exit sandbox.Exit, start time.Time, ws sysca
 	return exit, nil
 }
 
-// missing returns the first of files that image lacks, or "". It looks through a container
-// created from the image and never started.
+// missing returns the first of files that image lacks, or "".
 func (p *Provider) missing(ctx context.Context, image string, files []string) (string, error) {
 	if len(files) == 0 {
 		return "", nil
 	}
+	var lacked string
+	err := p.lookInto(ctx, image, func(id string) error {
+		for _, f := range files {
+			if _, err := p.c.ContainerStatPath(ctx, id, client.ContainerStatPathOptions{Path: f}); err != nil {
+				if cerrdefs.IsNotFound(err) {
+					lacked = f
+					return nil
+				}
+				return err
+			}
+		}
+		return nil
+	})
+	return lacked, err
+}
+
+// Manifests returns the *.json files image holds in dir by name (the language manifests a `make
+// langs` image carries), nil when it holds no dir.
+func (p *Provider) Manifests(ctx context.Context, image, dir string) (map[string][]byte, error) {
+	var files map[string][]byte
+	err := p.lookInto(ctx, image, func(id string) error {
+		res, err := p.c.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: dir})
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		defer res.Content.Close()
+		files = map[string][]byte{}
+		tr := tar.NewReader(res.Content)
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			// The archive's entries are dir's base name, then the files under it.
+			name := filepath.Base(h.Name)
+			if h.Typeflag != tar.TypeReg || filepath.Dir(h.Name) != filepath.Base(dir) || filepath.Ext(name) != ".json" {
+				continue
+			}
+			if h.Size > 1<<20 {
+				return fmt.Errorf("%s/%s: %d bytes, more than a manifest", dir, name, h.Size)
+			}
+			b, err := io.ReadAll(tr)
+			if err != nil {
+				return err
+			}
+			files[name] = b
+		}
+	})
+	return files, err
+}
+
+// lookInto calls look with a container created from image and never started, then removes it.
+func (p *Provider) lookInto(ctx context.Context, image string, look func(id string) error) error {
 	res, err := p.c.ContainerCreate(ctx, client.ContainerCreateOptions{
 		Config:     &container.Config{Image: image, Entrypoint: []string{"/nonexistent"}, NetworkDisabled: true, Labels: map[string]string{LabelFleet: p.o.Fleet}},
 		HostConfig: &container.HostConfig{NetworkMode: "none"},
 	})
 	if err != nil {
-		return "", fmt.Errorf("inspect image %s: %w", image, err)
+		return fmt.Errorf("inspect image %s: %w", image, err)
 	}
 	defer func() { _, _ = p.remove(context.WithoutCancel(ctx), res.ID) }()
-	for _, f := range files {
-		if _, err := p.c.ContainerStatPath(ctx, res.ID, client.ContainerStatPathOptions{Path: f}); err != nil {
-			if cerrdefs.IsNotFound(err) {
-				return f, nil
-			}
-			return "", fmt.Errorf("inspect image %s: %w", image, err)
-		}
+	if err := look(res.ID); err != nil {
+		return fmt.Errorf("inspect image %s: %w", image, err)
 	}
-	return "", nil
+	return nil
 }
