@@ -23,7 +23,7 @@ def _runfleet_zygote():
     libc.pthread_self.restype = ctypes.c_void_p
     api = ctypes.pythonapi
     nr = {"x86_64": {"seccomp": 317, "gettid": 186}, "aarch64": {"seccomp": 277, "gettid": 178}}[os.uname().machine]
-    CLONE_PARENT, CLONE_CHILD_SETTID, CLONE_INTO_CGROUP, CLONE_NEWPID = 0x8000, 0x01000000, 0x200000000, 0x20000000
+    CLONE_PARENT, CLONE_CHILD_SETTID, CLONE_INTO_CGROUP, CLONE_NEWPID, CLONE_NEWCGROUP = 0x8000, 0x01000000, 0x200000000, 0x20000000, 0x02000000
     PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS = 4, 24, 38
 
     def check(r):
@@ -69,12 +69,15 @@ def _runfleet_zygote():
     sock.send(b"ready")
 
     def enter(uid, fsize, fds):
-        stdio, ns, cgroups = fds[:3], fds[3:8], fds[9:]
+        stdio, ns, cgroups = fds[:3], fds[3:7], fds[8:]
         for f in cgroups:  # cgroup.procs files: "0" moves the writer
             os.write(f, b"0")
+        # In the sandbox's cgroup now: a cgroup namespace made here is rooted there, as the
+        # supervisor's is.
+        check(libc.unshare(CLONE_NEWCGROUP))
         for i, f in enumerate(stdio):
             os.dup2(f, i)
-        for f in ns:  # uts, ipc, net, cgroup, mnt (last: it moves root and cwd)
+        for f in ns:  # uts, ipc, net, mnt (last: it moves root and cwd)
             check(libc.setns(f, 0))
         sock.detach()
         os.closerange(3, 1 << 20)
@@ -98,11 +101,11 @@ def _runfleet_zygote():
             rnd.seed()
 
     def fork(into, fds):
-        check(libc.setns(fds[8], CLONE_NEWPID))
+        check(libc.setns(fds[7], CLONE_NEWPID))
         args = (ctypes.c_uint64 * 11)()
         args[0] = CLONE_PARENT | (CLONE_CHILD_SETTID if tid_addr else 0) | (CLONE_INTO_CGROUP if into else 0)
         args[2] = tid_addr
-        args[10] = fds[9] if into else 0
+        args[10] = fds[8] if into else 0
         api.PyOS_BeforeFork()
         pid = libc.syscall(ctypes.c_long(435), ctypes.byref(args), ctypes.c_size_t(88))
         err = ctypes.get_errno()
@@ -127,7 +130,7 @@ def _runfleet_zygote():
         fds = list(fds)
         try:
             op, uid, fsize, cg = data.split()
-            if op != b"fork" or len(fds) < 10:
+            if op != b"fork" or len(fds) < 9:
                 raise ValueError("bad request")
             into = cg == b"into"
             pid = fork(into, fds)
@@ -135,7 +138,7 @@ def _runfleet_zygote():
             pid, reply = -1, b"error %s" % repr(e).encode()
         if pid == 0:
             try:
-                enter(int(uid), int(fsize), fds[:9] if into else fds)
+                enter(int(uid), int(fsize), fds[:8] if into else fds)
             except BaseException as e:
                 os.write(1, b"runfleet zygote child: %s\n" % repr(e).encode())
                 os._exit(1)

@@ -138,3 +138,28 @@ func TestNestedMountReadOnly(t *testing.T) {
 		}
 	})
 }
+
+// TestHostRootFollowsAlternatives: on the host's /usr, a program reaches what the host names
+// through /etc/alternatives (Debian's libblas.so.3, which numpy loads, is one), and of the
+// host's /etc nothing else.
+func TestHostRootFollowsAlternatives(t *testing.T) {
+	links, _ := filepath.Glob("/usr/bin/*")
+	var link string
+	for _, l := range links {
+		if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, "/etc/alternatives/") {
+			if _, err := os.Stat(l); err == nil {
+				link = l
+				break
+			}
+		}
+	}
+	if link == "" {
+		t.Skip("no program of the host's /usr/bin is named through /etc/alternatives")
+	}
+	p := newProvider(t, "runfleet-test")
+	out := runJob(t, p, profile.Builtin("", "")["python3"], "import os\n"+
+		"print(os.path.exists('"+link+"'))\nprint(sorted(os.listdir('/etc')))")
+	if out != "True\n['alternatives', 'group', 'hosts', 'nsswitch.conf', 'passwd']\n" {
+		t.Errorf("stdout %q; want %s reached and /etc holding alternatives and the sandbox's own files", out, link)
+	}
+}

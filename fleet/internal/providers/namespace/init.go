@@ -346,6 +346,22 @@ func buildRoot(c initConfig) error {
 			}
 		}
 	}
+	if c.Root == "" {
+		if err := os.Mkdir(filepath.Join(nr, "etc"), 0o755); err != nil {
+			return err
+		}
+		// The host's /usr names some libraries through /etc/alternatives (Debian's libblas.so.3,
+		// which numpy loads): its links, read-only, and nothing else of the host's /etc.
+		if fi, err := os.Stat("/etc/alternatives"); err == nil && fi.IsDir() {
+			to := filepath.Join(nr, "etc", "alternatives")
+			if err := os.Mkdir(to, 0o755); err != nil {
+				return err
+			}
+			if err := st.mountRO("/etc/alternatives", to); err != nil {
+				return err
+			}
+		}
+	}
 	if err := st.close(); err != nil {
 		return err
 	}
@@ -425,9 +441,6 @@ func hide(nr string, paths []string) error {
 // host's /etc.
 func writeEtc(root string, uid int) error {
 	etc := filepath.Join(root, "etc")
-	if err := os.Mkdir(etc, 0o755); err != nil {
-		return err
-	}
 	files := map[string]string{
 		"passwd":        fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\nsandbox:x:%d:%d:sandbox:/workspace:/usr/sbin/nologin\n", uid, uid),
 		"group":         fmt.Sprintf("root:x:0:\nsandbox:x:%d:\n", uid),

@@ -312,8 +312,20 @@ func (s *nsSandbox) start(ctx context.Context) error {
 	for _, f := range child[len(stdio):] {
 		f.Close()
 	}
+	var ns []*os.File
 	if s.forked {
 		child = stdio // the zygote's child gets them
+		// Opened now, while the supervisor waits on its config: once it is not dumpable, only a
+		// worker with CAP_SYS_PTRACE could (a pod's has not).
+		var err error
+		if ns, err = openNamespaces(s.cmd.Process.Pid); err != nil {
+			return err
+		}
+		defer func() {
+			for _, f := range ns {
+				f.Close()
+			}
+		}()
 	} else {
 		for _, f := range stdio {
 			f.Close()
@@ -353,7 +365,7 @@ func (s *nsSandbox) start(ctx context.Context) error {
 	// The status pipe carries "ok" once the program runs, or the supervisor's error.
 	line, err := s.status.ReadString('\n')
 	if line == "enter\n" && s.forked {
-		ferr := s.forkProgram(ctx, child, cfgW)
+		ferr := s.forkProgram(ctx, child, ns, cfgW)
 		for _, f := range child {
 			f.Close()
 		}

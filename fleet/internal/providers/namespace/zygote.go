@@ -12,12 +12,15 @@ package namespace
 // cgroup, under its own uid; only its program comes from the zygote:
 //
 //  1. The supervisor builds the root, loads the filter on itself and reports "enter".
-//  2. The worker sends the zygote the program's stdio and the supervisor's namespaces
-//     (/proc/<pid>/ns/*) and cgroup. The zygote enters the pid namespace for its children only
-//     (setns: its own stays) and clones the child with CLONE_PARENT, so the child's parent is the
-//     worker; on cgroup v2 the child is born in the sandbox's cgroup (CLONE_INTO_CGROUP).
-//  3. The child, a single thread running the zygote's own code, joins the cgroup (v1), enters the
-//     uts, ipc, net, cgroup and mount namespaces, closes every other file, sets the session,
+//  2. The worker sends the zygote the program's stdio, the supervisor's namespaces (opened from
+//     /proc/<pid>/ns/* right after the supervisor started, while it was still dumpable: a worker
+//     without CAP_SYS_PTRACE, as in a pod, cannot open them later) and its cgroup. The zygote
+//     enters the pid namespace for its children only (setns: its own stays) and clones the child
+//     with CLONE_PARENT, so the child's parent is the worker; on cgroup v2 the child is born in
+//     the sandbox's cgroup (CLONE_INTO_CGROUP).
+//  3. The child, a single thread running the zygote's own code, joins the cgroup (v1), makes a
+//     cgroup namespace rooted there (as the supervisor did), enters the uts, ipc, net and mount
+//     namespaces, closes every other file, sets the session,
 //     rlimits, an empty bounding set, the sandbox uid (which clears its capabilities),
 //     no_new_privs and the seccomp filter, and only then runs the bootstrap, which writes the
 //     ready line and reads the payload: the job's first byte meets what an exec'd program meets.
@@ -333,11 +336,11 @@ func (z *zygote) stop() error {
 
 // forkRequest is what the zygote needs to fork a sandbox's program.
 type forkRequest struct {
-	uid        int
-	fsize      int64
-	stdio      []*os.File // the program's stdin, stdout and stderr
-	supervisor int        // the sandbox supervisor's pid, whose namespaces the program enters
-	cg         cgroup
+	uid   int
+	fsize int64
+	stdio []*os.File // the program's stdin, stdout and stderr
+	ns    []*os.File // the namespaces the program enters, as openNamespaces opened them
+	cg    cgroup
 }
 
 // fork has the zygote fork a program for r and returns its pid, a child of this process.
@@ -348,13 +351,6 @@ func (z *zygote) fork(ctx context.Context, r forkRequest) (int, error) {
 			f.Close()
 		}
 	}()
-	for _, ns := range []string{"uts", "ipc", "net", "cgroup", "mnt", "pid"} {
-		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/%s", r.supervisor, ns))
-		if err != nil {
-			return 0, fmt.Errorf("zygote request: %w", err)
-		}
-		files = append(files, f)
-	}
 	mode := "into"
 	into, err := r.cg.open()
 	if err != nil {
@@ -377,7 +373,7 @@ func (z *zygote) fork(ctx context.Context, r forkRequest) (int, error) {
 		return 0, fmt.Errorf("wait for zygote: %w", ctx.Err())
 	}
 	fds := make([]int, 0, len(r.stdio)+len(files))
-	for _, f := range append(append([]*os.File{}, r.stdio...), files...) {
+	for _, f := range append(append(append([]*os.File{}, r.stdio...), r.ns...), files...) {
 		fds = append(fds, int(f.Fd()))
 	}
 
@@ -409,6 +405,25 @@ func (z *zygote) fork(ctx context.Context, r forkRequest) (int, error) {
 	return 0, fmt.Errorf("zygote: %s", reply)
 }
 
+// openNamespaces opens the namespaces a forked program enters, of the supervisor pid, in the
+// order the zygote takes them: uts, ipc, net, mnt, pid. The cgroup namespace is not among them:
+// the supervisor makes its own once in the sandbox's cgroup, and the program makes one the same
+// way, rooted at the same cgroup.
+func openNamespaces(pid int) ([]*os.File, error) {
+	var files []*os.File
+	for _, ns := range []string{"uts", "ipc", "net", "mnt", "pid"} {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/%s", pid, ns))
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("open the supervisor's namespaces: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
 // nsPid is the pid of process pid in its innermost pid namespace.
 func nsPid(pid int) (int, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -429,9 +444,9 @@ func nsPid(pid int) (int, error) {
 
 // forkProgram has the profile's zygote fork the sandbox's program, with stdio as its standard
 // files, and tells the supervisor its pid on cfg. A zygote found dead is started again, once.
-func (s *nsSandbox) forkProgram(ctx context.Context, stdio []*os.File, cfg io.WriteCloser) error {
+func (s *nsSandbox) forkProgram(ctx context.Context, stdio, ns []*os.File, cfg io.WriteCloser) error {
 	r := forkRequest{uid: s.uid, fsize: max(cmp.Or(s.shape.WorkspaceBytes, 64<<20), cmp.Or(s.shape.TmpBytes, 64<<20)),
-		stdio: stdio, supervisor: s.cmd.Process.Pid, cg: s.cg}
+		stdio: stdio, ns: ns, cg: s.cg}
 	var pid int
 	for range 2 {
 		z, err := s.p.zygoteFor(s.shape.Profile)
