@@ -37,7 +37,7 @@ func openSandboxes(ctx context.Context, c Config, log *slog.Logger) (*sandboxes,
 	var sb *sandboxes
 	switch c.Provider {
 	case "namespace":
-		o := namespace.Options{CgroupName: c.Prefix, DispatchLog: dlog, NoZygote: c.NoZygote}
+		o := namespace.Options{CgroupName: c.Prefix, DispatchLog: dlog, NoZygote: c.NoZygote, Logger: log}
 		if len(c.Supervisor) > 0 {
 			var err error
 			if o.Supervisor, err = supervise.PrivateCopy(bytes.NewReader(c.Supervisor), supervise.DefaultDir); err != nil {

@@ -125,6 +125,7 @@ func supervise(status io.Writer) (syscall.WaitStatus, error) {
 	}
 	if c.Forked {
 		superviseForked(status, io.MultiReader(dec.Buffered(), cfgFile))
+		cfgFile.Close() // the zygote could not start: the program is exec'd as below
 	}
 	pid, err := syscall.ForkExec(c.Argv[0], c.Argv, &syscall.ProcAttr{
 		Dir:   "/workspace",

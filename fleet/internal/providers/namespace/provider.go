@@ -34,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,6 +70,9 @@ type Options struct {
 	// NoZygote starts every sandbox's interpreter by exec, also for profiles that have a zygote
 	// (see zygote.go).
 	NoZygote bool
+	// Logger says when a profile's zygote could not start and its sandboxes exec their
+	// interpreter instead; default slog.Default().
+	Logger *slog.Logger
 }
 
 // Provider makes namespace sandboxes.
@@ -82,8 +86,9 @@ type Provider struct {
 	uids   *uidlock.Range
 	failed map[*nsSandbox]bool
 
-	zmu     sync.Mutex
-	zygotes map[string]*zygote // by profile name and digest
+	zmu      sync.Mutex
+	zygotes  map[string]*zygote // by profile name and digest
+	unforked map[string]bool    // profiles whose zygote could not start: their sandboxes exec
 
 	// Reaped is how many parent cgroups of dead workers New removed.
 	Reaped int
@@ -155,7 +160,7 @@ func New(o Options) (*Provider, error) {
 		}
 	}
 	return &Provider{o: o, cg: cg, filter: filter, hide: hide, uids: uidlock.New(o.UIDBase, o.UIDs, o.UIDLockDir),
-		failed: map[*nsSandbox]bool{}, zygotes: map[string]*zygote{}, Reaped: reaped}, nil
+		failed: map[*nsSandbox]bool{}, zygotes: map[string]*zygote{}, unforked: map[string]bool{}, Reaped: reaped}, nil
 }
 
 // instances numbers the providers of this process, so each has its own parent cgroup.
@@ -209,7 +214,7 @@ func (p *Provider) Create(ctx context.Context, shape sandbox.Shape) (sandbox.San
 		return nil, fmt.Errorf("profile %s: no interpreter", shape.Profile.Name)
 	}
 	s := &nsSandbox{p: p, id: "ns-" + uuid.NewString(), shape: shape, exited: make(chan struct{}),
-		forked: !p.o.NoZygote && len(shape.Profile.Zygote) > 0}
+		forked: !p.o.NoZygote && len(shape.Profile.Zygote) > 0 && !p.unforkedProfile(shape.Profile)}
 	if err := s.start(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("create sandbox: %w", err), s.Destroy(context.WithoutCancel(ctx)))
 	}

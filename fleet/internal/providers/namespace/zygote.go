@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -84,6 +85,10 @@ const zygoteStartTimeout = 2 * time.Minute
 // errZygoteLost is a zygote that died or broke its protocol: another one may serve.
 var errZygoteLost = errors.New("zygote lost")
 
+// errZygoteNotReady is a zygote that died or timed out before it was ready: its profile's imports
+// fail on this root (python3-data's on a root without numpy's libraries), or take too long.
+var errZygoteNotReady = fmt.Errorf("not ready: %w", errZygoteLost)
+
 // zygoteInit builds a root as a sandbox's supervisor does and execs the zygote in it, as root
 // and with every capability: its children need them to enter a sandbox. It never returns.
 func zygoteInit() {
@@ -117,7 +122,8 @@ func execZygote() error {
 
 // superviseForked is a supervisor's part when the zygote forks its program: it reports "enter",
 // reads the program's pid, and once the program ended kills every process left and reports
-// "ended" (the worker, the program's parent, holds its status). It never returns.
+// "ended" (the worker, the program's parent, holds its status). It returns only when the pid is
+// 0: the profile's zygote could not start, and the supervisor execs the program itself.
 func superviseForked(status io.Writer, cfg io.Reader) {
 	fail := func(err error) {
 		fmt.Fprintf(status, "%v", err)
@@ -129,6 +135,9 @@ func superviseForked(status io.Writer, cfg io.Reader) {
 	var pid int
 	if _, err := fmt.Fscan(cfg, &pid); err != nil {
 		fail(fmt.Errorf("read program pid: %w", err))
+	}
+	if pid == 0 {
+		return
 	}
 	forkedPid.Store(int64(pid))
 	// ESRCH: the program ended and its parent reaped it already.
@@ -227,6 +236,30 @@ func (p *Provider) zygoteFor(prof sandbox.Profile) (*zygote, error) {
 	return z, nil
 }
 
+// unfork makes prof's sandboxes exec their interpreter from now on: its zygote could not start.
+func (p *Provider) unfork(prof sandbox.Profile, err error) {
+	p.zmu.Lock()
+	defer p.zmu.Unlock()
+	key := prof.Name + "@" + prof.Digest
+	if z := p.zygotes[key]; z != nil {
+		delete(p.zygotes, key)
+		if serr := z.stop(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}
+	if !p.unforked[key] {
+		p.unforked[key] = true
+		cmp.Or(p.o.Logger, slog.Default()).Warn("zygote could not start: the profile's sandboxes exec their interpreter", "profile", prof.Name, "err", err)
+	}
+}
+
+// unforkedProfile reports whether prof's sandboxes exec their interpreter although it has a zygote.
+func (p *Provider) unforkedProfile(prof sandbox.Profile) bool {
+	p.zmu.Lock()
+	defer p.zmu.Unlock()
+	return p.unforked[prof.Name+"@"+prof.Digest]
+}
+
 // stopZygotes ends every zygote of p.
 func (p *Provider) stopZygotes() error {
 	p.zmu.Lock()
@@ -299,7 +332,7 @@ func (p *Provider) startZygote(prof sandbox.Profile) (_ *zygote, err error) {
 		n, err := z.conn.Read(buf)
 		if err != nil || string(buf[:n]) != "ready" {
 			z.broken.Store(true)
-			z.readyErr = fmt.Errorf("zygote of %s not ready (%q, %v): %w", prof.Name, buf[:n], err, errZygoteLost)
+			z.readyErr = fmt.Errorf("zygote of %s (%q, %v): %w", prof.Name, buf[:n], err, errZygoteNotReady)
 		}
 	}()
 	theirs.Close()
@@ -448,19 +481,30 @@ func (s *nsSandbox) forkProgram(ctx context.Context, stdio, ns []*os.File, cfg i
 	r := forkRequest{uid: s.uid, fsize: max(cmp.Or(s.shape.WorkspaceBytes, 64<<20), cmp.Or(s.shape.TmpBytes, 64<<20)),
 		stdio: stdio, ns: ns, cg: s.cg}
 	var pid int
+	var lost error
 	for range 2 {
 		z, err := s.p.zygoteFor(s.shape.Profile)
 		if err != nil {
 			return err
 		}
-		if pid, err = z.fork(ctx, r); err == nil {
+		if pid, lost = z.fork(ctx, r); lost == nil {
 			break
-		} else if !errors.Is(err, errZygoteLost) {
-			return err
+		} else if !errors.Is(lost, errZygoteLost) {
+			return lost
 		}
 	}
+	if pid == 0 && errors.Is(lost, errZygoteNotReady) {
+		// Two zygotes in a row could not start: this sandbox and the profile's next ones exec
+		// their interpreter, as without zygotes.
+		s.p.unfork(s.shape.Profile, lost)
+		s.forked = false
+		if _, err := io.WriteString(cfg, "0\n"); err != nil {
+			return fmt.Errorf("tell the supervisor to exec: %w", err)
+		}
+		return cfg.Close()
+	}
 	if pid == 0 {
-		return fmt.Errorf("fork program: %w", errZygoteLost)
+		return fmt.Errorf("fork program: %w", lost)
 	}
 	// The program is this process's child: no one else reaps it, so its pid names it until
 	// the wait below.

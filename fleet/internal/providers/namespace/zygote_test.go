@@ -3,8 +3,10 @@ package namespace_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -241,5 +243,33 @@ func BenchmarkDataPlot(b *testing.B) {
 			testenv.Missing(b, "the root file system lacks %s's packages", profile.DataProfile)
 		}
 		b.Run(c.name, func(b *testing.B) { providertest.BenchSteps(b, e, profile.DataProfile, providertest.PlotCode) })
+	}
+}
+
+// TestZygoteThatCannotStart: a profile whose zygote fails its imports (python3-data's on a root
+// without numpy's libraries) still runs its jobs, each exec'd as without zygotes, and the
+// provider says so once instead of trying a zygote for every sandbox.
+func TestZygoteThatCannotStart(t *testing.T) {
+	testenv.NeedRoot(t)
+	var logs testenv.Buffer
+	p, err := namespace.New(namespace.Options{CgroupName: "runfleet-test-zygote", StateDir: t.TempDir(), UIDBase: testUIDBase,
+		UIDLockDir: filepath.Join(os.TempDir(), "runfleet-test-uids"), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		testenv.Missing(t, "namespace provider: %v", err)
+	}
+	t.Cleanup(func() { p.Close() })
+	py := profile.Builtin(testenv.RootFS(t), "")["python3"]
+	py.Zygote = append(slices.Clone(py.Zygote), "runfleet_no_such_module")
+	e := providertest.Env{Provider: p, Profiles: profile.Set{"python3": py}}
+	for i := range 2 {
+		if out := runCode(t.Context(), t, e, "import os; print(os.getppid())"); out != "1\n" {
+			t.Errorf("job %d: parent %q, want 1: the program exec'd by its supervisor", i, out)
+		}
+	}
+	if n := strings.Count(logs.String(), "zygote could not start"); n != 1 {
+		t.Errorf("the provider said %d times that the zygote could not start, want once:\n%s", n, logs.String())
+	}
+	if pids := namespace.ZygotePids(p); pids["python3"] != 0 {
+		t.Errorf("zygote %d still running", pids["python3"])
 	}
 }
