@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +209,13 @@ func TestPodShapedWorker(t *testing.T) {
 	}
 
 	reqs, want := mixedJobs(4)
+	// python3 and python3-data are forked from their zygotes (the worker's default): a forked
+	// program's parent is the worker, outside the sandbox's pid namespace, so its ppid reads 0.
+	// python3-data's numpy loads libblas.so.3 through /etc/alternatives of the image's root.
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	reqs = append(reqs, job.Request{ID: "deploy-zygote-" + stamp, Language: "python3", Code: "import os; print(os.getppid())"},
+		job.Request{ID: "deploy-data-" + stamp, Language: "python3-data", Code: "import os, numpy; print(os.getppid(), numpy.int64(6) * 7)"})
+	want["deploy-zygote-"+stamp], want["deploy-data-"+stamp] = "0\n", "0 42\n"
 	got := runJobs(t, client, reqs, 2*time.Minute)
 	for _, req := range reqs {
 		if o := got[req.ID]; o.st.Status != job.StatusSucceeded || o.stdout != want[req.ID] {

@@ -76,7 +76,7 @@ func flags(stdout io.Writer) (*flag.FlagSet, *config) {
 	fs.StringVar(&c.id, "id", host+"-"+uuid.NewString()[:8], "worker identity, shown in settlements")
 	fs.BoolVar(&c.dev, "dev", false, "start an embedded NATS JetStream and a child redis-server (not durable)")
 	fs.StringVar(&c.rootfs, "rootfs", "", "namespace provider: root file system of the built-in profiles and of the languages it ships (default: the host's /usr; with --dev, "+devLangsRoot+" when make langs built it here)")
-	fs.BoolVar(&c.zygote, "zygote", false, "namespace provider: fork python3 and python3-data sandboxes from a zygote per profile (false: exec each interpreter; see docs/operations.md)")
+	fs.BoolVar(&c.zygote, "zygote", true, "namespace provider: fork python3 and python3-data sandboxes from a zygote per profile (false: exec each interpreter; see docs/operations.md)")
 	fs.StringVar(&c.image, "image", worker.DefaultImage, "docker and gvisor providers: image of the built-in profiles")
 	fs.Float64Var(&c.cpus, "cpus", 1, "CPU quota of each sandbox, in cores")
 	fs.DurationVar(&c.maxTimeout, "max-timeout", 5*time.Minute, "largest timeout_ms a job may ask for")

@@ -448,6 +448,11 @@ func writeEtc(root string, uid int) error {
 		"hosts":         "127.0.0.1 localhost sandbox\n::1 localhost\n",
 		"nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
 	}
+	// Debian's matplotlib (python3-data) reads its rc from /etc/matplotlibrc alone, and refuses
+	// to import without it: a copy of the host's.
+	if b, err := os.ReadFile("/etc/matplotlibrc"); err == nil {
+		files["matplotlibrc"] = string(b)
+	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
 			return err
