@@ -21,6 +21,7 @@ import (
 	"github.com/runfleet/runfleet/fleet/internal/gateway"
 	"github.com/runfleet/runfleet/fleet/internal/tenant"
 	"github.com/runfleet/runfleet/fleet/internal/tracing"
+	"github.com/runfleet/runfleet/fleet/internal/webui"
 	"github.com/runfleet/runfleet/job"
 	"github.com/runfleet/runfleet/protocol"
 )
@@ -47,7 +48,7 @@ type config struct {
 	logger                                      func(io.Writer) *slog.Logger
 	rootfs                                      string
 	signingKey                                  string
-	publicURL                                   string
+	publicURL, traceURL                         string
 	bodyTimeout, writeTimeout, signedURLTTL     time.Duration
 	maxOutput                                   cli.ByteSize
 	cancelOnDisconnect                          string
@@ -82,6 +83,7 @@ func flags(stdout io.Writer) (*flag.FlagSet, *config) {
 	fs.DurationVar(&c.grace, "grace", 30*time.Second, "on SIGTERM, how long in-flight requests may finish")
 	fs.BoolVar(&c.ui, "ui", true, "serve the web view at /ui/ (--ui=false turns it off)")
 	fs.StringVar(&c.publicURL, "public-url", "", "the gateway's address as browsers reach it, behind a proxy (https://… makes the web view's cookies Secure; forms are accepted from its origin only)")
+	fs.StringVar(&c.traceURL, "trace-url", "", "a trace viewer's page of a trace, {trace_id} where the id goes (http://jaeger:16686/trace/{trace_id}): a job's page in the web view links the trace its request carried; without it the id is shown as text")
 	fs.StringVar(&c.rootfs, "rootfs", "/", "root file system of the workers' python3 profile (their --rootfs), whose Python packages /v1/sandbox/dependencies lists when no serving worker announces its own")
 	fs.StringVar(&c.dependencies, "dependencies", "", "file listing the python3 profile's packages as `pip freeze` prints them, instead of those --rootfs holds")
 	return fs, c
@@ -119,6 +121,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("--public-url %q: want http:// or https:// and a host", c.publicURL)
 		}
 		publicURL = u
+	}
+	if c.traceURL != "" {
+		if err := webui.CheckTraceURL(c.traceURL); err != nil {
+			return fmt.Errorf("--trace-url: %w", err)
+		}
 	}
 	deps := map[string][]gateway.Dependency{}
 	if c.dependencies == "" {
@@ -163,7 +170,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Streams: protocol.StreamOptions{Replicas: c.streamReplicas}, MaxWait: c.maxWait, MaxWaiting: c.maxWaiting, RunTimeout: c.timeout, MaxOutput: int64(c.maxOutput),
 		CancelOnDisconnect: cancelOnDisconnect,
 		BodyTimeout:        c.bodyTimeout, WriteTimeout: c.writeTimeout, SigningKey: []byte(c.signingKey), SignedURLTTL: c.signedURLTTL,
-		Dependencies: deps, Logger: log, DisableUI: !c.ui, PublicURL: publicURL})
+		Dependencies: deps, Logger: log, DisableUI: !c.ui, PublicURL: publicURL, TraceURL: c.traceURL})
 	if err != nil {
 		return err
 	}

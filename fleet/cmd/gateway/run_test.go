@@ -47,6 +47,10 @@ func TestRefusesToStart(t *testing.T) {
 		{"cancel-on-disconnect not a bool", []string{"--api-key", "k", "--cancel-on-disconnect", "maybe"}, nil, "--cancel-on-disconnect"},
 		{"credentials not shown", []string{"--api-key", "k", "--nats-url", "nats://user:s3cret@127.0.0.1:1"}, nil, "nats://REDACTED@127.0.0.1:1 unreachable"},
 		{"unknown flag", []string{"--bogus"}, nil, "flag provided but not defined"},
+		{"trace-url without the trace id", []string{"--api-key", "k", "--nats-url", "nats://127.0.0.1:1", "--trace-url", "http://jaeger:16686/trace/"}, nil, "--trace-url"},
+		{"trace-url not http", []string{"--api-key", "k", "--nats-url", "nats://127.0.0.1:1", "--trace-url", "javascript:alert('{trace_id}')"}, nil, "--trace-url"},
+		{"trace-url from the environment", []string{"--api-key", "k", "--nats-url", "nats://127.0.0.1:1"},
+			map[string]string{"RUNFLEET_TRACE_URL": "/trace/{trace_id}"}, "--trace-url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr testenv.Buffer
@@ -233,4 +237,23 @@ func TestHelpOnStdout(t *testing.T) {
 		!strings.Contains(out, "\n  --api-key string\n") || strings.Contains(out, "\n  -api-key") {
 		t.Errorf("gateway --help = %v, stdout %q, stderr %q; want the usage and --flags on stdout", err, out, stderr.String())
 	}
+}
+
+// TestCLIListsEveryFlag keeps the gateway's flag table of docs/cli.md in step with the flags.
+func TestCLIListsEveryFlag(t *testing.T) {
+	doc, err := os.ReadFile("../../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## gateway\n")
+	if !ok {
+		t.Fatal("docs/cli.md has no gateway section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	fs, _ := flags(io.Discard)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(section, "`--"+f.Name+"`") {
+			t.Errorf("docs/cli.md's gateway section lacks --%s", f.Name)
+		}
+	})
 }

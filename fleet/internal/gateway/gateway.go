@@ -70,6 +70,9 @@ type Options struct {
 	// the web view's cookies Secure, and its origin is the one a form may be posted from. Nil: as
 	// each request arrives.
 	PublicURL *url.URL
+	// TraceURL is a trace viewer's page of a trace, {trace_id} where the id goes: a job's page of
+	// the web view links the trace its request carried there. Empty shows the trace id as text.
+	TraceURL string
 }
 
 // Dependency is a package a profile ships, as dify-sandbox lists it.

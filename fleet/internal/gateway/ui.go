@@ -4,10 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"net/http"
 	"time"
 
+	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/fleet/internal/tenant"
 	"github.com/runfleet/runfleet/fleet/internal/webui"
 	"github.com/runfleet/runfleet/protocol"
@@ -34,7 +34,8 @@ func (g *Gateway) newUI(ctx context.Context) (*webui.UI, error) {
 	artifact := func(w http.ResponseWriter, r *http.Request) { g.artifact(w, withCaller(r, caller{anyTenant: true})) }
 	return webui.New(webui.Options{Client: g.client, Inspector: g.inspector, NATS: g.nc, Logger: g.log,
 		Secret: g.tenants.SessionSecret, Keys: g.sessionKeys, EndSessions: g.endSessions, PublicURL: g.o.PublicURL,
-		Authorize: g.authorizeKey, Artifact: http.HandlerFunc(artifact), Request: g.storedRequest, Loads: g.uiLoads})
+		Authorize: g.authorizeKey, Artifact: http.HandlerFunc(artifact), Request: g.storedRequest, Loads: g.uiLoads,
+		TraceURL: g.o.TraceURL})
 }
 
 // sessionIdentity is whose sessions s is, as the tenants bucket records their end.
@@ -78,10 +79,10 @@ func (g *Gateway) uiLoads(ctx context.Context) (map[string]webui.Load, error) {
 	return out, err
 }
 
-// storedRequest is tenant's job's stored request, for the web view.
-func (g *Gateway) storedRequest(ctx context.Context, tenant, id string) (json.RawMessage, error) {
-	r, err := g.as(tenant).Request(ctx, id)
-	return r.Body, err
+// storedRequest is tenant's job's stored request, for the web view: read through tenant's
+// client, so that the page of a job shows its own tenant's request only.
+func (g *Gateway) storedRequest(ctx context.Context, tenant, id string) (runfleet.StoredRequest, error) {
+	return g.as(tenant).Request(ctx, id)
 }
 
 // authorizeKey says who key is, as the API's keys do: the operator's key sees every tenant, a

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/runfleet/runfleet"
@@ -275,23 +276,23 @@ func jobTenant(s Session, r *http.Request) (tenant string, ok bool) {
 }
 
 // jobAccess says which tenant's job r's page shows and whether the session may see it, and reads
-// its request when the view can.
-func (u *UI) jobAccess(ctx context.Context, s Session, r *http.Request) (tenant, request string, ok bool) {
+// its request when the view can: its JSON, indented, and its header.
+func (u *UI) jobAccess(ctx context.Context, s Session, r *http.Request) (tenant, request string, header nats.Header, ok bool) {
 	tenant, ok = jobTenant(s, r)
 	if !ok || u.o.Request == nil {
-		return tenant, "", ok
+		return tenant, "", nil, ok
 	}
-	body, err := u.o.Request(ctx, tenant, r.PathValue("id"))
+	stored, err := u.o.Request(ctx, tenant, r.PathValue("id"))
 	if err != nil {
-		return tenant, "", true
+		return tenant, "", nil, true
 	}
 	var pretty strings.Builder
 	enc := json.NewEncoder(&pretty)
 	enc.SetIndent("", "  ")
-	if enc.Encode(body) != nil {
-		return tenant, string(body), true
+	if enc.Encode(stored.Body) != nil {
+		return tenant, string(stored.Body), stored.Header, true
 	}
-	return tenant, pretty.String(), true
+	return tenant, pretty.String(), stored.Header, true
 }
 
 type outputLine struct {
@@ -306,7 +307,7 @@ func (u *UI) job(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 	defer cancel()
-	tenant, request, ok := u.jobAccess(ctx, sessionOf(r), r)
+	tenant, request, header, ok := u.jobAccess(ctx, sessionOf(r), r)
 	if !ok {
 		u.fail(w, r, http.StatusNotFound, "no job "+id+" of yours")
 		return
@@ -329,6 +330,9 @@ func (u *UI) job(w http.ResponseWriter, r *http.Request) {
 		"Attempts": len(attempts)}
 	data["Timeline"] = timelineOf(st.settled, attempts)
 	data["Source"], data["HasSource"] = sourceOf(request)
+	if l, ok := traceOf(header, u.o.TraceURL); ok {
+		data["Trace"] = l
+	}
 	if st.err != nil {
 		data["Error"] = st.err.Error()
 	}

@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -75,9 +74,13 @@ type Options struct {
 	// PublicURL is the view's address as browsers see it (behind a proxy); nil: the request's.
 	// An https one makes the cookies Secure; its origin is the only one a form may come from.
 	PublicURL *url.URL
-	// Request returns tenant's job's stored request as JSON; nil shows no request
-	// and lets only the operator see a job's page.
-	Request func(ctx context.Context, tenant, id string) (body json.RawMessage, err error)
+	// Request returns tenant's job's stored request (its JSON, and its header, whose traceparent
+	// names the job's trace); nil shows no request and lets only the operator see a job's page.
+	Request func(ctx context.Context, tenant, id string) (runfleet.StoredRequest, error)
+	// TraceURL is a trace viewer's page of a trace, TraceIDPlaceholder where the trace id goes
+	// (`http://jaeger:16686/trace/{trace_id}`): a job's page links its trace there. Empty shows
+	// the trace id as text; [CheckTraceURL] says what New accepts.
+	TraceURL string
 	// Artifact serves GET .../jobs/{id}/artifacts/{path...} (the gateway's own handler).
 	Artifact http.Handler
 	// Loads returns each tenant's jobs now (the gateway's shared snapshot of the tenant
@@ -105,8 +108,25 @@ type UI struct {
 
 // New returns the web view; Close ends its watches.
 func New(o Options) (*UI, error) {
-	u := &UI{o: o, log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), pages: map[string]*template.Template{},
+	if o.TraceURL != "" {
+		if err := CheckTraceURL(o.TraceURL); err != nil {
+			return nil, fmt.Errorf("trace URL %w", err)
+		}
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	u := &UI{o: o, log: cmp.Or(o.Logger, slog.New(slog.DiscardHandler)), pages: pages,
 		hub: newHub(tenantWatcher{o.Inspector})}
+	if err := u.beats.start(o.NATS, o.Client.Subjects()); err != nil {
+		return nil, fmt.Errorf("follow worker heartbeats: %w", err)
+	}
+	return u, nil
+}
+
+// parsePages parses each page with the layout and the partials.
+func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"since": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
 		"clock": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05") },
@@ -123,6 +143,7 @@ func New(o Options) (*UI, error) {
 			return strconv.Itoa(*p)
 		},
 	}
+	pages := map[string]*template.Template{}
 	for _, name := range []string{"login", "overview", "jobs", "job", "tenants", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err == nil {
@@ -131,12 +152,9 @@ func New(o Options) (*UI, error) {
 		if err != nil {
 			return nil, err
 		}
-		u.pages[name] = t
+		pages[name] = t
 	}
-	if err := u.beats.start(o.NATS, o.Client.Subjects()); err != nil {
-		return nil, fmt.Errorf("follow worker heartbeats: %w", err)
-	}
-	return u, nil
+	return pages, nil
 }
 
 // Close ends the watches of open job pages and the heartbeat subscription, and waits for them.
