@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -284,28 +283,6 @@ func (g *Gateway) reserve(ctx context.Context, tenant string) (release func(), e
 // queueFullRetry is the Retry-After of a tenant_queue_full: the time its jobs take to start is
 // not known here, so a short pause.
 const queueFullRetry = 1
-
-// asQueueFull is a refusal for max_queued by the client's own check as the gateway's.
-func asQueueFull(err error) error {
-	var qf *runfleet.QueueFullError
-	if errors.As(err, &qf) {
-		return &queueFullError{tenant: qf.Tenant, queued: qf.Queued, limit: qf.MaxQueued}
-	}
-	return err
-}
-
-// refuseFull answers a submit past its tenant's max_queued: 429, nothing stored.
-func refuseFull(w http.ResponseWriter, err error) {
-	var qf *queueFullError
-	errors.As(err, &qf)
-	w.Header().Set("Retry-After", strconv.Itoa(queueFullRetry))
-	writeJSON(w, http.StatusTooManyRequests, struct {
-		errorBody
-		Tenant    string `json:"tenant"`
-		Queued    int64  `json:"queued"`
-		MaxQueued int64  `json:"max_queued"`
-	}{errorBody{Reason: "tenant_queue_full", Detail: err.Error()}, qf.tenant, qf.queued, qf.limit})
-}
 
 // TenantLoads is every tenant's load now, from the shared snapshot.
 func (g *Gateway) TenantLoads(ctx context.Context) (map[string]Load, error) {
