@@ -107,12 +107,8 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant, err := submitTenant(r)
-	if errors.Is(err, errOtherTenant) {
-		sandboxFail(w, http.StatusForbidden, -403, err.Error())
-		return
-	}
 	if err != nil {
-		sandboxFail(w, http.StatusBadRequest, -400, err.Error())
+		sandboxFail(w, tenantStatus(err), -tenantStatus(err), err.Error())
 		return
 	}
 	jr := job.Request{ID: uuid.NewString(), Language: req.Language, Code: req.Code, Preload: req.Preload,

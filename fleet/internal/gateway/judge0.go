@@ -162,7 +162,7 @@ func (g *Gateway) judge0Submit(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, err := submitTenant(r)
 	if err != nil {
-		judge0Fail(w, http.StatusForbidden, err.Error())
+		judge0Fail(w, tenantStatus(err), err.Error())
 		return
 	}
 	setJobID(r, jr.ID)
@@ -230,7 +230,7 @@ func (g *Gateway) judge0Batch(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, err := submitTenant(r)
 	if err != nil {
-		judge0Fail(w, http.StatusForbidden, err.Error())
+		judge0Fail(w, tenantStatus(err), err.Error())
 		return
 	}
 	out := make([]any, len(batch.Submissions))

@@ -152,7 +152,7 @@ func (g *Gateway) pistonExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, err := submitTenant(r)
 	if err != nil {
-		pistonFail(w, http.StatusForbidden, err.Error())
+		pistonFail(w, tenantStatus(err), err.Error())
 		return
 	}
 	release, err := g.submit(r, g.jobSubmission("piston", tenant, jr, true))

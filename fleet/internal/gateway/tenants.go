@@ -72,13 +72,22 @@ func submitTenant(r *http.Request) (string, error) {
 // errOtherTenant is a tenant's key naming another tenant.
 var errOtherTenant = errors.New("this key acts for its own tenant only")
 
-// writeTenantError answers an error of submitTenant.
-func writeTenantError(w http.ResponseWriter, err error) {
+// tenantStatus is the HTTP status of an error of submitTenant, on every API: 403 for a key naming
+// another tenant, 400 for a name that is not a tenant's.
+func tenantStatus(err error) int {
 	if errors.Is(err, errOtherTenant) {
-		writeError(w, http.StatusForbidden, "forbidden", err.Error())
-		return
+		return http.StatusForbidden
 	}
-	writeError(w, http.StatusBadRequest, "invalid_tenant", err.Error())
+	return http.StatusBadRequest
+}
+
+// writeTenantError answers an error of submitTenant natively.
+func writeTenantError(w http.ResponseWriter, err error) {
+	status, reason := tenantStatus(err), "invalid_tenant"
+	if status == http.StatusForbidden {
+		reason = "forbidden"
+	}
+	writeError(w, status, reason, err.Error())
 }
 
 // as is a client acting for tenant, a valid name: its calls by id reach tenant's jobs only.
