@@ -151,10 +151,7 @@ func TestAdmissionAcrossAPIs(t *testing.T) {
 	f := newFleet(t, gateway.Options{Queue: "gq", MaxWaiting: 1})
 	f.startWorker() // announces python3 to piston and judge0, and answers the tenants' usage
 	f.declare(map[string]protocol.QueueDeclaration{"idle": {}, "gq": {Tenants: []string{"hoarder", "busy", "patient"}}})
-	testenv.WaitFor(t, 10*time.Second, "the worker announces python3", func() bool {
-		code, b := f.do("GET", "/api/v2/runtimes", apiKey, nil)
-		return code == http.StatusOK && strings.Contains(string(b), `"python3"`)
-	})
+	f.waitAnnounced("python3")
 	insp, err := runfleet.NewInspector(f.nats.Conn(), runfleet.InspectorOptions{Prefix: f.prefix})
 	if err != nil {
 		t.Fatal(err)
