@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,7 +16,10 @@ import (
 
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/fleet/internal/gateway"
+	"github.com/runfleet/runfleet/fleet/internal/queue"
+	"github.com/runfleet/runfleet/fleet/internal/tenant"
 	"github.com/runfleet/runfleet/fleet/internal/testenv"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // answer is one HTTP answer of the gateway process.
@@ -135,5 +139,117 @@ func TestAdmission(t *testing.T) {
 	}
 	if n := f.storedJobs(); n != stored {
 		t.Errorf("jobs stored = %d after the oversized request, want %d", n, stored)
+	}
+}
+
+// TestAdmissionAcrossAPIs: the native, dify-sandbox, piston and judge0 routes share one
+// admission. An undeclared queue, a tenant past a storage bound, a tenant past max_queued and a
+// gateway past --max-waiting each refuse a waiting request on every route with the documented
+// status and Retry-After, in that API's own envelope, the native reason in it; nothing is stored
+// and each route counts the refusal.
+func TestAdmissionAcrossAPIs(t *testing.T) {
+	f := newFleet(t, gateway.Options{Queue: "gq", MaxWaiting: 1})
+	f.startWorker() // announces python3 to piston and judge0, and answers the tenants' usage
+	f.declare(map[string]protocol.QueueDeclaration{"idle": {}, "gq": {Tenants: []string{"hoarder", "busy", "patient"}}})
+	f.waitAnnounced("python3")
+	insp, err := runfleet.NewInspector(f.nats.Conn(), runfleet.InspectorOptions{Prefix: f.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const body = `{"language":"python3","code":"print(1)"}`
+
+	// busy holds one job of its max_queued of 1, counted by the server.
+	busy := f.addKey("busy", tenant.Policy{MaxQueued: 1})
+	if _, err := queue.TenantConsumer(t.Context(), f.js, f.client.Subjects(), queue.Pair{Queue: "gq", Tenant: "busy"},
+		0, time.Time{}, queue.ConsumerOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.submitAs(busy, "", body)
+	testenv.WaitFor(t, 5*time.Second, "the snapshot to show busy's job", func() bool {
+		l, err := f.gw.TenantLoads(t.Context())
+		return err == nil && l["busy"].Queued == 1
+	})
+	// hoarder may keep 1 byte: any request passes it once its usage is read.
+	hoarder := f.addKey("hoarder", tenant.Policy{MaxKeptBytes: 1})
+	testenv.WaitFor(t, 10*time.Second, "the worker answers hoarder's usage", func() bool {
+		_, err := insp.TenantUsage(t.Context(), "hoarder")
+		return err == nil
+	})
+
+	apis := []struct {
+		name, path, body string
+		// refusal says whether body is the API's envelope of a refusal of the given status whose
+		// native reason is reason; dify names a refusal in message.
+		refusal func(b []byte, status int, reason, dify string) bool
+	}{
+		{"native", "/v1/jobs?wait=true", body, func(b []byte, _ int, reason, _ string) bool {
+			var e struct{ Reason, Detail string }
+			return json.Unmarshal(b, &e) == nil && e.Reason == reason && e.Detail != ""
+		}},
+		{"dify", "/v1/sandbox/run", `{"language":"python3","code":"print(1)","preload":"","enable_network":false}`, func(b []byte, status int, _, dify string) bool {
+			var e struct {
+				Code    int
+				Message string
+				Data    any
+			}
+			return json.Unmarshal(b, &e) == nil && e.Code == -status && strings.HasPrefix(e.Message, dify) && e.Data == nil
+		}},
+		{"piston", "/api/v2/execute", `{"language":"python3","version":"*","files":[{"content":"print(1)"}]}`, func(b []byte, _ int, reason, _ string) bool {
+			var e struct{ Message string }
+			return json.Unmarshal(b, &e) == nil && strings.HasPrefix(e.Message, reason+": ")
+		}},
+		{"judge0", "/submissions?wait=true", `{"language_id":71,"source_code":"print(1)"}`, func(b []byte, _ int, reason, _ string) bool {
+			var e struct{ Error string }
+			return json.Unmarshal(b, &e) == nil && strings.HasPrefix(e.Error, reason+": ")
+		}},
+	}
+	tests := []struct {
+		name, tenant, key string
+		hold              bool // a request holds the gateway's one waiting place
+		status            int
+		reason            string
+		retryAfter        string
+		native            string // besides the reason, in the native body
+		dify              string // how dify's message starts
+	}{
+		{name: "unknown queue", tenant: "stranger", key: f.addKey("stranger", tenant.Policy{}),
+			status: http.StatusNotFound, reason: "unknown_queue", dify: "unknown_queue: "},
+		{name: "storage full", tenant: "hoarder", key: hoarder,
+			status: http.StatusTooManyRequests, reason: "tenant_storage_full", retryAfter: "60", native: `"bound":"max_kept_bytes"`, dify: "tenant_storage_full: "},
+		{name: "tenant queue full", tenant: "busy", key: busy,
+			status: http.StatusTooManyRequests, reason: "tenant_queue_full", retryAfter: "1", native: `"max_queued":1`, dify: "tenant_queue_full: "},
+		{name: "gateway admission full", tenant: "patient", key: f.addKey("patient", tenant.Policy{}), hold: true,
+			status: http.StatusServiceUnavailable, reason: "too_many_waiting", retryAfter: "1", dify: "Too many requests"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.hold {
+				conns := holdWaiting(t, strings.TrimPrefix(f.srv.URL, "http://"), 1)
+				defer conns[0].Close()
+				testenv.WaitFor(t, 30*time.Second, "the waiting place held", func() bool { return f.gw.Metrics().Waiting() == 1 })
+			}
+			stored := f.storedJobs()
+			for _, api := range apis {
+				resp := f.send(t.Context(), "POST", api.path, tt.key, []byte(api.body), "Content-Type", "application/json")
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil {
+					t.Fatalf("%s: read the answer: %v", api.name, err)
+				}
+				got := resp.Header.Get("Retry-After")
+				if resp.StatusCode != tt.status || got != tt.retryAfter || !api.refusal(b, tt.status, tt.reason, tt.dify) ||
+					(api.name == "native" && !strings.Contains(string(b), tt.native)) {
+					t.Errorf("%s: POST %s = %d %s (Retry-After %q), want %d %s in its envelope (Retry-After %q)",
+						api.name, api.path, resp.StatusCode, b, got, tt.status, tt.reason, tt.retryAfter)
+				}
+			}
+			if got := f.storedJobs(); got != stored {
+				t.Errorf("the jobs stream holds %d messages after the refusals, %d before: want nothing stored", got, stored)
+			}
+			want := fmt.Sprintf(`runfleet_gateway_tenant_jobs_refused_total{reason=%q,tenant=%q} %d`, tt.reason, tt.tenant, len(apis))
+			if code, b := f.do("GET", "/metrics", apiKey, nil); code != http.StatusOK || !strings.Contains(string(b), want) {
+				t.Errorf("metrics lack %s", want)
+			}
+		})
 	}
 }

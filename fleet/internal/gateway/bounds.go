@@ -3,8 +3,6 @@ package gateway
 import (
 	"context"
 	"errors"
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -66,12 +64,6 @@ func (g *Gateway) isServed(ctx context.Context, queue string) bool {
 	}
 	s.queues[queue] = servedAt{ok: ok, at: time.Now()}
 	return ok
-}
-
-// writeUnknownQueue answers a job on a queue the fleet does not declare for its tenant: 404,
-// nothing stored.
-func writeUnknownQueue(w http.ResponseWriter, err error) {
-	writeError(w, http.StatusNotFound, "unknown_queue", err.Error()+"; nothing was stored")
 }
 
 // usageTTL is how long a tenant's storage usage is trusted: read from the workers at most this
@@ -159,17 +151,3 @@ func (g *Gateway) usageOf(tenant string) *usageEntry {
 // storageFullRetry is the Retry-After of a tenant_storage_full: room comes back as kept requests
 // and artifacts expire, not within a second.
 const storageFullRetry = 60
-
-// refuseStorage answers a submit past one of its tenant's storage bounds: 429, nothing stored.
-func refuseStorage(w http.ResponseWriter, err error) {
-	var sf *protocol.StorageFullError
-	errors.As(err, &sf)
-	w.Header().Set("Retry-After", strconv.Itoa(storageFullRetry))
-	writeJSON(w, http.StatusTooManyRequests, struct {
-		errorBody
-		Tenant string `json:"tenant"`
-		Bound  string `json:"bound"`
-		Used   int64  `json:"used"`
-		Limit  int64  `json:"limit"`
-	}{errorBody{Reason: "tenant_storage_full", Detail: err.Error() + "; nothing was stored"}, sf.Tenant, sf.Bound, sf.Used, sf.Limit})
-}

@@ -4,19 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/runfleet/runfleet"
-	"github.com/runfleet/runfleet/fleet/internal/tracing"
 	"github.com/runfleet/runfleet/job"
 )
 
@@ -60,15 +57,17 @@ func sandboxFail(w http.ResponseWriter, status, code int, message string) {
 	writeJSON(w, status, sandboxResponse{Code: code, Message: message})
 }
 
-// sandboxRefuse answers a request refused before anything was stored, as dify-sandbox answers
-// when it is full: nothing ran, and retrying is safe.
+// sandboxRefuse answers a submit that stored nothing, or may have (unconfirmed), in dify-sandbox's
+// envelope: code the negated status, message the native reason and detail; past --max-waiting in
+// dify-sandbox's words when it is full.
 func sandboxRefuse(w http.ResponseWriter, err error) {
-	w.Header().Set("Retry-After", "1")
-	msg := "Too many requests"
-	if !errors.Is(err, errTooManyWaiting) {
-		msg = err.Error() + "; nothing was stored, retry later"
+	e := asSubmitError(err)
+	e.setRetryAfter(w)
+	msg := e.Error()
+	if errors.Is(e.err, errTooManyWaiting) {
+		msg = "Too many requests"
 	}
-	sandboxFail(w, http.StatusServiceUnavailable, -503, msg)
+	sandboxFail(w, e.status, -e.status, msg)
 }
 
 // sandboxLanguages are the languages dify-sandbox serves; Dify sends jinja2 templates as python3.
@@ -108,12 +107,8 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tenant, err := submitTenant(r)
-	if errors.Is(err, errOtherTenant) {
-		sandboxFail(w, http.StatusForbidden, -403, err.Error())
-		return
-	}
 	if err != nil {
-		sandboxFail(w, http.StatusBadRequest, -400, err.Error())
+		sandboxFail(w, tenantStatus(err), -tenantStatus(err), err.Error())
 		return
 	}
 	jr := job.Request{ID: uuid.NewString(), Language: req.Language, Code: req.Code, Preload: req.Preload,
@@ -123,76 +118,12 @@ func (g *Gateway) sandboxRun(w http.ResponseWriter, r *http.Request) {
 		sandboxFail(w, http.StatusOK, -400, err.Error())
 		return
 	}
-	// The job is stored as JSON again, where a "<" takes 6 bytes: its size is the stored one's.
-	enc, err := json.Marshal(jr)
-	if err != nil || len(enc) > g.policy.MaxBodyBytes {
-		sandboxFail(w, http.StatusBadRequest, -400, fmt.Sprintf("%s: the request is %d bytes as stored, at most %d", job.ReasonPayloadTooLarge, len(enc), g.policy.MaxBodyBytes))
-		return
-	}
-	if err := g.queueAllowed(r.Context(), g.o.Queue, tenant); err != nil {
-		g.refused(tenant, err)
-		sandboxFail(w, http.StatusNotFound, -404, "unknown_queue: "+err.Error())
-		return
-	}
-	unstore, err := g.admitStorage(r.Context(), tenant, len(enc))
+	release, err := g.submit(r, g.jobSubmission("dify", tenant, jr, true))
 	if err != nil {
-		g.refused(tenant, err)
-		w.Header().Set("Retry-After", strconv.Itoa(storageFullRetry))
-		sandboxFail(w, http.StatusTooManyRequests, -429, "tenant_storage_full: "+err.Error())
-		return
-	}
-	unreserve, err := g.reserve(r.Context(), tenant)
-	if err != nil {
-		unstore()
-		// dify-sandbox has no such bound; its envelope, and the native 429's words.
-		g.refused(tenant, err)
-		w.Header().Set("Retry-After", strconv.Itoa(queueFullRetry))
-		sandboxFail(w, http.StatusTooManyRequests, -429, "tenant_queue_full: "+err.Error())
-		return
-	}
-	unreserve = both(unreserve, unstore)
-	release, err := g.admit()
-	if err != nil {
-		unreserve()
-		g.refused(tenant, err)
 		sandboxRefuse(w, err)
 		return
 	}
 	defer release()
-	var sub runfleet.Submitted
-	sendCtx, span := g.send(r, g.o.Queue, tenant, jr.ID)
-	err = g.store(sendCtx, func(ctx context.Context) error {
-		var err error
-		sub, err = g.as(tenant).Submit(ctx, g.o.Queue, jr, &runfleet.SubmitOptions{Header: tracing.Header(ctx)})
-		return err
-	})
-	tracing.End(span, err)
-	if err != nil || sub.Duplicate {
-		unreserve()
-	}
-	switch {
-	case errors.As(err, &rej):
-		sandboxFail(w, http.StatusBadRequest, -400, rej.Error())
-		return
-	case errors.Is(err, runfleet.ErrQueueFull):
-		w.Header().Set("Retry-After", strconv.Itoa(queueFullRetry))
-		sandboxFail(w, http.StatusTooManyRequests, -429, "tenant_queue_full: "+asQueueFull(err).Error())
-		return
-	case errors.Is(err, runfleet.ErrStreamFull):
-		g.log.Warn("publish", "job_id", jr.ID, "err", err)
-		w.Header().Set("Retry-After", strconv.Itoa(streamFullRetry))
-		sandboxFail(w, http.StatusServiceUnavailable, -503, "jobs_stream_full: the fleet's jobs stream is full; nothing was stored, retry later")
-		return
-	case errors.Is(err, errUnconfirmed):
-		g.log.Warn("publish", "job_id", jr.ID, "err", err)
-		sandboxFail(w, http.StatusGatewayTimeout, -504, fmt.Sprintf("the fleet did not confirm job %s; it may have been stored and may run", jr.ID))
-		return
-	case err != nil:
-		g.log.Warn("publish", "job_id", jr.ID, "err", err)
-		sandboxRefuse(w, errors.New("the fleet did not store the request"))
-		return
-	}
-	g.submitted("dify", tenant)
 	var stdout, stderr bytes.Buffer // output_bytes bounds them
 	cancelOnDisconnect := g.o.CancelOnDisconnect == nil || *g.o.CancelOnDisconnect
 	st, err := g.wait(r, g.as(tenant), jr.ID, cancelOnDisconnect, func(p runfleet.Page) error {

@@ -1,6 +1,6 @@
 // Package gateway serves runfleet's HTTP API (docs/protocol.md "HTTP gateway"): the native routes
-// under /v1/jobs, server-sent events of a job's pages, and dify-sandbox's routes under
-// /v1/sandbox, so that services that do not speak NATS can use a fleet.
+// under /v1/jobs, server-sent events of a job's pages, and the routes of dify-sandbox (/v1/sandbox),
+// piston (/api/v2) and judge0, so that services that do not speak NATS can use a fleet.
 //
 // Invariants:
 //
@@ -34,6 +34,9 @@
 //     (a fleet without declarations declares default and the queues with a discovery consumer);
 //     a tenant past a storage bound is 429 tenant_storage_full, from the workers' count of its
 //     usage read at most once a second per tenant plus what this gateway stored since.
+//   - One admission (admission.go, submit) for every route that stores a job: native, dify-sandbox,
+//     piston and judge0 run the same checks in the same order and answer a refusal with the same
+//     native reason, status and Retry-After, each in its own API's envelope.
 //   - A refusal decided before the publish (an unknown queue, max_queued, a storage bound, a bad
 //     name, a body too large) or by the
 //     stream (jobs_stream_full) is answered as itself after one try; only a publish whose outcome

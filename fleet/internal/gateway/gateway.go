@@ -172,7 +172,7 @@ func (g *Gateway) Drain() { g.draining.Store(true) }
 // Handler returns the gateway's routes behind authentication and metrics.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/jobs", g.submit)
+	mux.HandleFunc("POST /v1/jobs", g.postJob)
 	mux.HandleFunc("GET /v1/jobs", g.listJobs)
 	mux.HandleFunc("POST /v1/jobs/{id}/redrive", g.redrive)
 	mux.HandleFunc("POST /v1/redrives", g.startRedrive)

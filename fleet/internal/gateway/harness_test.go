@@ -170,6 +170,17 @@ func (f *fleet) startWorker(extra ...string) *os.Process {
 	return cmd.Process
 }
 
+// waitAnnounced waits until a serving worker announces language to the gateway (the piston and
+// judge0 routes' languages): a worker answers pings from its heartbeat, which starts beside its
+// "worker started" line, not before it.
+func (f *fleet) waitAnnounced(language string) {
+	f.t.Helper()
+	testenv.WaitFor(f.t, 10*time.Second, "a worker announces "+language, func() bool {
+		code, b := f.do("GET", "/api/v2/runtimes", apiKey, nil)
+		return code == http.StatusOK && strings.Contains(string(b), `"language":"`+language+`"`)
+	})
+}
+
 // do sends a request with the API key as X-Api-Key (key "" sends none) and returns the status
 // and body.
 func (f *fleet) do(method, path, key string, body []byte, hdr ...string) (int, []byte) {

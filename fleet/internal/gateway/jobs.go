@@ -20,6 +20,7 @@ import (
 	"github.com/runfleet/runfleet"
 	"github.com/runfleet/runfleet/fleet/internal/tracing"
 	"github.com/runfleet/runfleet/job"
+	"github.com/runfleet/runfleet/protocol"
 )
 
 // accepted is the answer to a stored job that the caller does not (or no longer) wait for.
@@ -27,8 +28,9 @@ type accepted struct {
 	JobID string `json:"job_id"`
 }
 
-// submit stores a native job request: 202 once stored, or 200 with the settlement with ?wait=true.
-func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
+// postJob stores a native job request: 202 once stored, or 200 with the settlement with
+// ?wait=true.
+func (g *Gateway) postJob(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	wait, err := boolParam(q.Get("wait"), false)
 	if err != nil {
@@ -53,11 +55,6 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		writeTenantError(w, err)
 		return
 	}
-	if err := g.queueAllowed(r.Context(), queue, tenant); err != nil {
-		g.refused(tenant, err)
-		writeUnknownQueue(w, err)
-		return
-	}
 	body, err := g.readBody(w, r)
 	if err != nil {
 		writeReject(w, err)
@@ -69,60 +66,18 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	setJobID(r, id)
-	unstore, err := g.admitStorage(r.Context(), tenant, len(body))
+	release, err := g.submit(r, submission{api: "native", tenant: tenant, queue: queue, id: id, body: body, waits: wait})
 	if err != nil {
-		g.refused(tenant, err)
-		refuseStorage(w, err)
+		writeSubmitError(w, id, err)
 		return
 	}
-	unreserve, err := g.reserve(r.Context(), tenant)
-	if err != nil {
-		unstore()
-		g.refused(tenant, err)
-		refuseFull(w, err)
-		return
-	}
-	unreserve = both(unreserve, unstore)
-	// A waiting request takes its place before the job is stored: one the gateway could not
-	// follow is refused with nothing stored.
-	if wait {
-		release, err := g.admit()
-		if err != nil {
-			unreserve()
-			g.refused(tenant, err)
-			refuse(w, err)
-			return
-		}
-		defer release()
-	} else if !g.nc.IsConnected() {
-		unreserve()
-		g.refused(tenant, errDisconnected)
-		refuse(w, errDisconnected)
-		return
-	}
-	c := g.as(tenant)
-	var sub runfleet.Submitted
-	sendCtx, span := g.send(r, queue, tenant, id)
-	err = g.store(sendCtx, func(ctx context.Context) error {
-		var err error
-		sub, err = g.publishOnce(ctx, c, queue, id, body)
-		return err
-	})
-	tracing.End(span, err)
-	if err != nil || sub.Duplicate {
-		unreserve()
-	}
-	if err != nil {
-		g.storeFailed(w, id, err)
-		return
-	}
-	g.submitted("native", tenant)
+	defer release()
 	w.Header().Set("Location", "/v1/jobs/"+id)
 	if !wait {
 		writeJSON(w, http.StatusAccepted, accepted{JobID: id})
 		return
 	}
-	st, err := g.wait(r, c, id, cancelOnDisconnect, nil)
+	st, err := g.wait(r, g.as(tenant), id, cancelOnDisconnect, nil)
 	if err != nil {
 		// Past --max-wait, at shutdown, or a watch that failed: the job is stored and goes on.
 		if !errors.Is(err, runfleet.ErrNoSettlement) {
@@ -132,6 +87,41 @@ func (g *Gateway) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// writeSubmitError answers natively a submit that stored nothing, or may have stored job id
+// (unconfirmed, with its job_id): {"reason","detail"}, and the numbers of the tenant's bound
+// that refused it.
+func writeSubmitError(w http.ResponseWriter, id string, err error) {
+	e := asSubmitError(err)
+	e.setRetryAfter(w)
+	body := errorBody{Reason: e.reason, Detail: e.detail}
+	var qf *queueFullError
+	var sf *protocol.StorageFullError
+	switch {
+	case errors.As(e.err, &qf):
+		writeJSON(w, e.status, struct {
+			errorBody
+			Tenant    string `json:"tenant"`
+			Queued    int64  `json:"queued"`
+			MaxQueued int64  `json:"max_queued"`
+		}{body, qf.tenant, qf.queued, qf.limit})
+	case errors.As(e.err, &sf):
+		writeJSON(w, e.status, struct {
+			errorBody
+			Tenant string `json:"tenant"`
+			Bound  string `json:"bound"`
+			Used   int64  `json:"used"`
+			Limit  int64  `json:"limit"`
+		}{body, sf.Tenant, sf.Bound, sf.Used, sf.Limit})
+	case errors.Is(e.err, errUnconfirmed):
+		writeJSON(w, e.status, struct {
+			errorBody
+			JobID string `json:"job_id"`
+		}{body, id})
+	default:
+		writeJSON(w, e.status, body)
+	}
 }
 
 // publishOnce stores body as c's tenant's job id on queue, unless the tenant holds a job of id
@@ -193,40 +183,6 @@ func (g *Gateway) cancelJob(ctx context.Context, c *runfleet.Client, id, why str
 		return
 	}
 	g.log.Info("job cancelled", "job_id", id, "why", why)
-}
-
-// refuse answers a request refused before anything was stored: retrying it is safe.
-func refuse(w http.ResponseWriter, err error) {
-	w.Header().Set("Retry-After", "1")
-	writeError(w, http.StatusServiceUnavailable, refusalReason(err), err.Error()+"; nothing was stored, retry later")
-}
-
-// streamFullRetry is the Retry-After of a jobs_stream_full: room comes back as kept requests
-// expire, not within a second.
-const streamFullRetry = 10
-
-// storeFailed answers a publish that store did not see acknowledged.
-func (g *Gateway) storeFailed(w http.ResponseWriter, id string, err error) {
-	var rej *job.RejectError
-	switch {
-	case errors.As(err, &rej):
-		writeReject(w, err)
-	case errors.Is(err, runfleet.ErrQueueFull):
-		refuseFull(w, asQueueFull(err))
-	case errors.Is(err, runfleet.ErrStreamFull):
-		g.log.Warn("publish", "job_id", id, "err", err)
-		w.Header().Set("Retry-After", strconv.Itoa(streamFullRetry))
-		writeError(w, http.StatusServiceUnavailable, "jobs_stream_full", "the fleet's jobs stream is full (its --jobs-max-bytes, or the servers' storage); nothing was stored, retry later")
-	case errors.Is(err, errUnconfirmed):
-		g.log.Warn("publish", "job_id", id, "err", err)
-		writeJSON(w, http.StatusGatewayTimeout, struct {
-			errorBody
-			JobID string `json:"job_id"`
-		}{errorBody{Reason: "unconfirmed", Detail: "the fleet did not confirm job " + id + "; it may have been stored: GET /v1/jobs/" + id}, id})
-	default:
-		g.log.Warn("publish", "job_id", id, "err", err)
-		refuse(w, errors.New("the fleet did not store the request"))
-	}
 }
 
 // errTooManyConsumers is JetStream's answer when a stream holds its maximum of consumers

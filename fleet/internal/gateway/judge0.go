@@ -162,13 +162,15 @@ func (g *Gateway) judge0Submit(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, err := submitTenant(r)
 	if err != nil {
-		judge0Fail(w, http.StatusForbidden, err.Error())
+		judge0Fail(w, tenantStatus(err), err.Error())
 		return
 	}
 	setJobID(r, jr.ID)
-	release, status, err := g.submitJob(r, tenant, jr, "judge0", wait)
+	release, err := g.submit(r, g.jobSubmission("judge0", tenant, jr, wait))
 	if err != nil {
-		judge0Fail(w, status, err.Error())
+		e := asSubmitError(err)
+		e.setRetryAfter(w)
+		judge0Fail(w, e.status, e.Error())
 		return
 	}
 	defer release()
@@ -228,14 +230,14 @@ func (g *Gateway) judge0Batch(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, err := submitTenant(r)
 	if err != nil {
-		judge0Fail(w, http.StatusForbidden, err.Error())
+		judge0Fail(w, tenantStatus(err), err.Error())
 		return
 	}
 	out := make([]any, len(batch.Submissions))
 	for i, s := range batch.Submissions {
 		jr, err := g.judge0Job(r, s, b64)
 		if err == nil {
-			_, _, err = g.submitJob(r, tenant, jr, "judge0", false)
+			_, err = g.submit(r, g.jobSubmission("judge0", tenant, jr, false))
 		}
 		if err != nil {
 			out[i] = map[string][]string{"error": {err.Error()}}

@@ -32,6 +32,7 @@ type judge0Answer struct {
 func TestJudge0(t *testing.T) {
 	f := newFleet(t, gateway.Options{})
 	f.startWorker("--langs", "../../langs")
+	f.waitAnnounced("python3")
 
 	code, b := f.do("GET", "/languages", apiKey, nil)
 	var langs []struct {

@@ -40,6 +40,7 @@ func TestLanguagesThroughAPIs(t *testing.T) {
 			f := newFleet(t, gateway.Options{})
 			// No --langs: the langs root fs and image ship their manifests (make langs).
 			f.startWorker("--provider", provider, "--image", image)
+			f.waitAnnounced(langs.Names()[0])
 			for _, name := range langs.Names() {
 				p := langs[name]
 				judge0 := 0

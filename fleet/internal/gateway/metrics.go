@@ -3,7 +3,6 @@ package gateway
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -15,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/runfleet/runfleet/fleet/internal/tracing"
-	"github.com/runfleet/runfleet/protocol"
 )
 
 // Metrics are a gateway's collectors.
@@ -45,7 +43,7 @@ func NewMetrics() *Metrics {
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "runfleet_gateway_waiting",
 			Help: "Requests holding a watch on a job: waiting for its settlement or following its events."}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_gateway_jobs_submitted_total",
-			Help: "Jobs stored through the gateway, by API (native or dify)."}, []string{"api"}),
+			Help: "Jobs stored through the gateway, by API (native, dify, piston or judge0)."}, []string{"api"}),
 		tenantJobs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_gateway_tenant_jobs_submitted_total",
 			Help: "Jobs stored through the gateway, by tenant (\"other\": tenants without a policy of their own)."}, []string{"tenant"}),
 		tenantRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "runfleet_gateway_tenant_jobs_refused_total",
@@ -130,16 +128,7 @@ func (g *Gateway) submitted(api, tenant string) {
 	g.metrics.tenantJobs.WithLabelValues(g.tenantLabel(tenant)).Inc()
 }
 
-// refused counts a submit of tenant refused before anything was stored.
-func (g *Gateway) refused(tenant string, err error) {
-	reason := refusalReason(err)
-	switch {
-	case errors.Is(err, errQueueFull):
-		reason = "tenant_queue_full"
-	case errors.Is(err, protocol.ErrStorageFull):
-		reason = "tenant_storage_full"
-	case errors.Is(err, protocol.ErrUnknownQueue):
-		reason = "unknown_queue"
-	}
+// refused counts a submit of tenant refused before anything was stored, by its native reason.
+func (g *Gateway) refused(tenant, reason string) {
 	g.metrics.tenantRefused.WithLabelValues(g.tenantLabel(tenant), reason).Inc()
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	runfleet "github.com/runfleet/runfleet"
-	"github.com/runfleet/runfleet/fleet/internal/tracing"
 	"github.com/runfleet/runfleet/job"
 	"github.com/runfleet/runfleet/protocol"
 )
@@ -153,10 +152,18 @@ func (g *Gateway) pistonExecute(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, err := submitTenant(r)
 	if err != nil {
-		pistonFail(w, http.StatusForbidden, err.Error())
+		pistonFail(w, tenantStatus(err), err.Error())
 		return
 	}
-	st, stdout, stderr, status, err := g.runWhole(r, tenant, jr, "piston")
+	release, err := g.submit(r, g.jobSubmission("piston", tenant, jr, true))
+	if err != nil {
+		e := asSubmitError(err)
+		e.setRetryAfter(w)
+		pistonFail(w, e.status, e.Error())
+		return
+	}
+	defer release()
+	st, stdout, stderr, status, err := g.collect(r, g.as(tenant), jr.ID, g.o.MaxWait)
 	if err != nil {
 		pistonFail(w, status, err.Error())
 		return
@@ -205,86 +212,6 @@ func findLanguage(workers [][]protocol.Language, name string) (protocol.Language
 		}
 	}
 	return protocol.Language{}, false
-}
-
-// runWhole submits jr for tenant under the gateway's admission and waits for its settlement
-// with its whole output, as the dify-sandbox route does. On an error, status is the HTTP status
-// to answer, and nothing ran or the job was cancelled, unless it says otherwise.
-func (g *Gateway) runWhole(r *http.Request, tenant string, jr job.Request, api string) (st job.Settlement, stdout, stderr string, status int, err error) {
-	release, status, err := g.submitJob(r, tenant, jr, api, true)
-	if err != nil {
-		return st, "", "", status, err
-	}
-	defer release()
-	return g.collect(r, g.as(tenant), jr.ID, g.o.MaxWait)
-}
-
-// submitJob stores jr for tenant under the checks of every route (docs/protocol.md, "Tenants at
-// the gateway"): a declared queue, the tenant's storage bounds and max_queued, and, when the caller
-// waits for the job, the gateway's admission (release ends it). On an error, status is the HTTP
-// status to answer and the error starts with the native reason.
-func (g *Gateway) submitJob(r *http.Request, tenant string, jr job.Request, api string, waits bool) (release func(), status int, err error) {
-	release = func() {}
-	enc, err := json.Marshal(jr)
-	if err != nil || len(enc) > g.policy.MaxBodyBytes {
-		return release, http.StatusBadRequest, fmt.Errorf("%s: the request is %d bytes as stored, at most %d", job.ReasonPayloadTooLarge, len(enc), g.policy.MaxBodyBytes)
-	}
-	if err := g.queueAllowed(r.Context(), g.o.Queue, tenant); err != nil {
-		g.refused(tenant, err)
-		return release, http.StatusNotFound, fmt.Errorf("unknown_queue: %w", err)
-	}
-	unstore, err := g.admitStorage(r.Context(), tenant, len(enc))
-	if err != nil {
-		g.refused(tenant, err)
-		return release, http.StatusTooManyRequests, fmt.Errorf("tenant_storage_full: %w", err)
-	}
-	unreserve, err := g.reserve(r.Context(), tenant)
-	if err != nil {
-		unstore()
-		g.refused(tenant, err)
-		return release, http.StatusTooManyRequests, fmt.Errorf("tenant_queue_full: %w", err)
-	}
-	unreserve = both(unreserve, unstore)
-	if waits {
-		if release, err = g.admit(); err != nil {
-			unreserve()
-			g.refused(tenant, err)
-			return func() {}, http.StatusServiceUnavailable, fmt.Errorf("%s: %w; nothing was stored, retry later", refusalReason(err), err)
-		}
-	}
-	var sub runfleet.Submitted
-	sendCtx, span := g.send(r, g.o.Queue, tenant, jr.ID)
-	err = g.store(sendCtx, func(ctx context.Context) error {
-		var err error
-		sub, err = g.as(tenant).Submit(ctx, g.o.Queue, jr, &runfleet.SubmitOptions{Header: tracing.Header(ctx)})
-		return err
-	})
-	tracing.End(span, err)
-	if err != nil || sub.Duplicate {
-		unreserve()
-	}
-	if err != nil {
-		release()
-		release = func() {}
-	}
-	var rej *job.RejectError
-	switch {
-	case errors.As(err, &rej):
-		return release, http.StatusBadRequest, err
-	case errors.Is(err, runfleet.ErrQueueFull):
-		return release, http.StatusTooManyRequests, fmt.Errorf("tenant_queue_full: %w", asQueueFull(err))
-	case errors.Is(err, runfleet.ErrStreamFull):
-		g.log.Warn("publish", "job_id", jr.ID, "err", err)
-		return release, http.StatusServiceUnavailable, errors.New("jobs_stream_full: the fleet's jobs stream is full; nothing was stored, retry later")
-	case errors.Is(err, errUnconfirmed):
-		g.log.Warn("publish", "job_id", jr.ID, "err", err)
-		return release, http.StatusGatewayTimeout, fmt.Errorf("the fleet did not confirm job %s; it may have been stored and may run", jr.ID)
-	case err != nil:
-		g.log.Warn("publish", "job_id", jr.ID, "err", err)
-		return release, http.StatusServiceUnavailable, errors.New("the fleet did not store the request; nothing was stored, retry later")
-	}
-	g.submitted(api, tenant)
-	return release, http.StatusOK, nil
 }
 
 // collect waits up to wait for job id's settlement and returns it with the job's whole output.

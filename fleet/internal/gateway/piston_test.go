@@ -26,6 +26,7 @@ type pistonAnswer struct {
 func TestPiston(t *testing.T) {
 	f := newFleet(t, gateway.Options{})
 	f.startWorker("--langs", "../../langs")
+	f.waitAnnounced("python3")
 
 	code, b := f.do("GET", "/api/v2/runtimes", apiKey, nil)
 	var runtimes []struct {

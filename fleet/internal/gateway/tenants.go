@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -73,13 +72,22 @@ func submitTenant(r *http.Request) (string, error) {
 // errOtherTenant is a tenant's key naming another tenant.
 var errOtherTenant = errors.New("this key acts for its own tenant only")
 
-// writeTenantError answers an error of submitTenant.
-func writeTenantError(w http.ResponseWriter, err error) {
+// tenantStatus is the HTTP status of an error of submitTenant, on every API: 403 for a key naming
+// another tenant, 400 for a name that is not a tenant's.
+func tenantStatus(err error) int {
 	if errors.Is(err, errOtherTenant) {
-		writeError(w, http.StatusForbidden, "forbidden", err.Error())
-		return
+		return http.StatusForbidden
 	}
-	writeError(w, http.StatusBadRequest, "invalid_tenant", err.Error())
+	return http.StatusBadRequest
+}
+
+// writeTenantError answers an error of submitTenant natively.
+func writeTenantError(w http.ResponseWriter, err error) {
+	status, reason := tenantStatus(err), "invalid_tenant"
+	if status == http.StatusForbidden {
+		reason = "forbidden"
+	}
+	writeError(w, status, reason, err.Error())
 }
 
 // as is a client acting for tenant, a valid name: its calls by id reach tenant's jobs only.
@@ -284,28 +292,6 @@ func (g *Gateway) reserve(ctx context.Context, tenant string) (release func(), e
 // queueFullRetry is the Retry-After of a tenant_queue_full: the time its jobs take to start is
 // not known here, so a short pause.
 const queueFullRetry = 1
-
-// asQueueFull is a refusal for max_queued by the client's own check as the gateway's.
-func asQueueFull(err error) error {
-	var qf *runfleet.QueueFullError
-	if errors.As(err, &qf) {
-		return &queueFullError{tenant: qf.Tenant, queued: qf.Queued, limit: qf.MaxQueued}
-	}
-	return err
-}
-
-// refuseFull answers a submit past its tenant's max_queued: 429, nothing stored.
-func refuseFull(w http.ResponseWriter, err error) {
-	var qf *queueFullError
-	errors.As(err, &qf)
-	w.Header().Set("Retry-After", strconv.Itoa(queueFullRetry))
-	writeJSON(w, http.StatusTooManyRequests, struct {
-		errorBody
-		Tenant    string `json:"tenant"`
-		Queued    int64  `json:"queued"`
-		MaxQueued int64  `json:"max_queued"`
-	}{errorBody{Reason: "tenant_queue_full", Detail: err.Error()}, qf.tenant, qf.queued, qf.limit})
-}
 
 // TenantLoads is every tenant's load now, from the shared snapshot.
 func (g *Gateway) TenantLoads(ctx context.Context) (map[string]Load, error) {
