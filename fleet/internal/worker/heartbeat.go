@@ -18,8 +18,10 @@ import (
 )
 
 // heartbeats publishes this worker's presence every few seconds until ctx ends, and answers
-// `submit workers`' ping at once so that it need not wait for a period.
-func heartbeats(ctx context.Context, nc *nats.Conn, s job.Subjects, c Config, provider string, profiles profile.Set, r *runner.Runner, warm *pool.Pool) {
+// `submit workers`' ping at once so that it need not wait for a period. It closes answering once
+// the server holds its ping subscription, so that "worker started" is logged only when a ping
+// finds the worker.
+func heartbeats(ctx context.Context, nc *nats.Conn, s job.Subjects, c Config, provider string, profiles profile.Set, r *runner.Runner, warm *pool.Pool, answering chan<- struct{}) {
 	base := protocol.Heartbeat{ID: c.ID, Version: c.Version, Arch: runtime.GOARCH, Provider: provider, Cgroup: cgroupVersion(),
 		Profiles: profiles.Names(), Queues: strings.Join(c.Queues, ","), Slots: c.Concurrency}
 	for _, n := range profiles.Names() {
@@ -34,7 +36,12 @@ func heartbeats(ctx context.Context, nc *nats.Conn, s job.Subjects, c Config, pr
 	}
 	if sub, err := nc.Subscribe(s.WorkersPing(), func(m *nats.Msg) { _ = m.Respond(beat()) }); err == nil {
 		defer func() { _ = sub.Unsubscribe() }()
+		// Bounded: a server too slow to answer does not hold the start; pings then wait for it.
+		flushCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = nc.FlushWithContext(flushCtx)
+		cancel()
 	}
+	close(answering)
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {

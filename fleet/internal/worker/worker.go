@@ -169,11 +169,16 @@ func run(ctx, kill context.Context, c Config, log *slog.Logger) error {
 	); err != nil {
 		return err
 	}
+	answering := make(chan struct{})
 	if err := services.Start(ctx, service.NewLoop("heartbeat", log, func(ctx context.Context) error {
-		heartbeats(ctx, nc, subjects, c, sb.provider.Name(), sb.profiles, r, warm)
+		heartbeats(ctx, nc, subjects, c, sb.provider.Name(), sb.profiles, r, warm, answering)
 		return nil
 	})); err != nil {
 		return err
+	}
+	select {
+	case <-answering:
+	case <-ctx.Done():
 	}
 	log.Info("worker started", "version", c.Version, "provider", sb.provider.Name(), "queues", c.Queues,
 		"concurrency", c.Concurrency, "warm", c.Warm, "profiles", sb.profiles.Names(), "listen", listener.Addr())
