@@ -295,6 +295,25 @@ func (u *UI) jobAccess(ctx context.Context, s Session, r *http.Request) (tenant,
 	return tenant, pretty.String(), stored.Header, true
 }
 
+// operatorFinds answers the operator's page of job id named without ?tenant=, as the API's lookup
+// does: one tenant other than default holds the id, a redirect to its page; several, a 409 that
+// names them. It reports whether it answered; otherwise the page is default's.
+func (u *UI) operatorFinds(ctx context.Context, w http.ResponseWriter, r *http.Request, id string) bool {
+	if !sessionOf(r).Operator || r.URL.Query().Has("tenant") || u.o.Inspector == nil {
+		return false
+	}
+	tenants, err := u.o.Inspector.Tenants(ctx, id)
+	switch {
+	case err != nil || len(tenants) == 0 || (len(tenants) == 1 && tenants[0] == job.DefaultTenant):
+		return false
+	case len(tenants) == 1:
+		http.Redirect(w, r, jobPage(tenants[0], id), http.StatusSeeOther)
+	default:
+		u.fail(w, r, http.StatusConflict, fmt.Sprintf("tenants %s hold a job %s: name one with ?tenant=", strings.Join(tenants, ", "), id))
+	}
+	return true
+}
+
 type outputLine struct {
 	Stream, Text string
 }
@@ -307,6 +326,9 @@ func (u *UI) job(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 	defer cancel()
+	if u.operatorFinds(ctx, w, r, id) {
+		return
+	}
 	tenant, request, header, ok := u.jobAccess(ctx, sessionOf(r), r)
 	if !ok {
 		u.fail(w, r, http.StatusNotFound, "no job "+id+" of yours")
