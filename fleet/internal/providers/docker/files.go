@@ -292,10 +292,20 @@ func (p *Provider) missing(ctx context.Context, image string, files []string) (s
 	return lacked, err
 }
 
+// The bounds of what Manifests reads of an image: a language's manifest is a few hundred bytes,
+// and a `make langs` image ships a few dozen; an image holding more is not read into the worker.
+const (
+	manifestMaxBytes  = 1 << 20
+	manifestsMaxBytes = 4 << 20
+	manifestsMax      = 1000
+)
+
 // Manifests returns the *.json files image holds in dir by name (the language manifests a `make
-// langs` image carries), nil when it holds no dir.
+// langs` image carries), nil when it holds no dir. More than manifestsMax files, or
+// manifestsMaxBytes in all, is an error.
 func (p *Provider) Manifests(ctx context.Context, image, dir string) (map[string][]byte, error) {
 	var files map[string][]byte
+	var total int64
 	err := p.lookInto(ctx, image, func(id string) error {
 		res, err := p.c.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: dir})
 		if cerrdefs.IsNotFound(err) {
@@ -318,8 +328,11 @@ func (p *Provider) Manifests(ctx context.Context, image, dir string) (map[string
 			if h.Typeflag != tar.TypeReg || filepath.Dir(h.Name) != filepath.Base(dir) || filepath.Ext(name) != ".json" {
 				continue
 			}
-			if h.Size > 1<<20 {
+			if h.Size > manifestMaxBytes {
 				return fmt.Errorf("%s/%s: %d bytes, more than a manifest", dir, name, h.Size)
+			}
+			if total += h.Size; total > manifestsMaxBytes || len(files) == manifestsMax {
+				return fmt.Errorf("%s: more than %d manifests or %d bytes of them", dir, manifestsMax, manifestsMaxBytes)
 			}
 			b, err := io.ReadAll(tr)
 			if err != nil {
