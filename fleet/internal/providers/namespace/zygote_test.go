@@ -273,3 +273,26 @@ func TestZygoteThatCannotStart(t *testing.T) {
 		t.Errorf("zygote %d still running", pids["python3"])
 	}
 }
+
+// TestForkedSeesCgroupsAsExecd: a program forked from a zygote sees of the cgroups what an exec'd
+// one sees: the cgroup namespace it makes once in the sandbox's cgroup is rooted where the
+// supervisor's is, so /proc/self/cgroup and mountinfo show nothing above the sandbox's cgroup.
+func TestForkedSeesCgroupsAsExecd(t *testing.T) {
+	const probe = `
+import os
+print(open("/proc/self/cgroup").read())
+print("".join(l for l in open("/proc/self/mountinfo") if "cgroup" in l))
+for d in ("/sys/fs/cgroup",):
+    print(d, os.path.exists(d) and sorted(os.listdir(d)))
+`
+	prof := profile.Builtin(testenv.RootFS(t), "")
+	zygotes := providertest.Env{Provider: newProvider(t, "runfleet-test-zygote"), Profiles: prof}
+	if out := runCode(t.Context(), t, zygotes, "import os; print(os.getppid())"); out == "1\n" {
+		t.Fatal("the program's parent is its supervisor: not forked from a zygote")
+	}
+	forked := runCode(t.Context(), t, zygotes, probe)
+	execd := runCode(t.Context(), t, providertest.Env{Provider: newLoggedProvider(t, "runfleet-test", "", true), Profiles: prof}, probe)
+	if forked != execd {
+		t.Errorf("forked program sees\n%s\nan exec'd one\n%s", forked, execd)
+	}
+}
