@@ -209,6 +209,23 @@ func ReadManifests(dir string) (map[string][]byte, error) {
 	return files, nil
 }
 
+// AddShipped is [Add] for the manifests a root file system or image ships in [ShippedDir]: each
+// is a language of that root or image, so one that names another root or image is an error. The
+// root's author does not choose what else of the host a sandbox sees (the host's whole "/"), nor
+// an image the operator never named; only --langs, the operator's, may.
+func AddShipped(base Set, manifests map[string][]byte, root, image string) (s Set, skipped []string, err error) {
+	for name, b := range manifests {
+		var m struct{ Root, Image string }
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if m.Root != "" || m.Image != "" {
+			return nil, nil, fmt.Errorf("%s: names root %q, image %q: a shipped manifest is of the root or image that ships it", name, m.Root, m.Image)
+		}
+	}
+	return Add(base, manifests, root, image)
+}
+
 // Add adds manifests (file name → JSON) to base, on root or image as [Manifest.Profile] says; a
 // manifest's name replaces base's profile of that name. A root file system profile whose root
 // lacks a required file is left out and named in skipped; an image profile is checked by the

@@ -131,7 +131,7 @@ func openSandboxes(ctx context.Context, c Config, log *slog.Logger) (*sandboxes,
 // manifest whose toolchain the root lacks is left out with a warning (an image's, by the
 // provider's Resolve).
 func langs(c Config, base profile.Set, shipped map[string][]byte, root, image string, log *slog.Logger) (profile.Set, error) {
-	s, skipped, err := profile.Add(base, shipped, root, image)
+	s, skipped, err := profile.AddShipped(base, shipped, root, image)
 	if err != nil {
 		return nil, fmt.Errorf("languages the root fs or image ships (%s): %w", profile.ShippedDir, err)
 	}
