@@ -2,12 +2,14 @@ package profile
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -185,6 +187,57 @@ func LoadDir(dir string, base Set, root, image string) (s Set, skipped []string,
 		return nil, nil, fmt.Errorf("langs %s: %w", dir, err)
 	}
 	return s, skipped, nil
+}
+
+// The bounds of the manifests a root fs or image ships: a language's manifest is a few hundred
+// bytes and `make langs` ships a few dozen; more is not read into the worker.
+const (
+	ShippedMaxBytes    = 1 << 20 // one manifest
+	ShippedMaxTotal    = 4 << 20 // all of them
+	ShippedMaxManifest = 1000
+)
+
+// ReadShipped reads the manifests root ships in [ShippedDir] ("" is the host's "/"), by name;
+// nil, without error, when it holds no such directory. The root is its author's: a path is
+// resolved inside it, only regular *.json files are read (a link is not followed, as the Docker
+// provider reads an image's), and past the Shipped bounds is an error.
+func ReadShipped(root string) (map[string][]byte, error) {
+	r, err := os.OpenRoot(cmp.Or(root, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("langs: %w", err)
+	}
+	defer r.Close()
+	fsys := r.FS()
+	dir := strings.TrimPrefix(ShippedDir, "/")
+	entries, err := fs.ReadDir(fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("langs: %w", err)
+	}
+	files := map[string][]byte{}
+	var total int64
+	for _, e := range entries {
+		if !e.Type().IsRegular() || filepath.Ext(e.Name()) != ".json" {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("langs: %w", err)
+		}
+		if fi.Size() > ShippedMaxBytes {
+			return nil, fmt.Errorf("langs: %s/%s: %d bytes, more than a manifest", ShippedDir, e.Name(), fi.Size())
+		}
+		if total += fi.Size(); total > ShippedMaxTotal || len(files) == ShippedMaxManifest {
+			return nil, fmt.Errorf("langs: %s: more than %d manifests or %d bytes of them", ShippedDir, ShippedMaxManifest, ShippedMaxTotal)
+		}
+		b, err := fs.ReadFile(fsys, dir+"/"+e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("langs: %w", err)
+		}
+		files[e.Name()] = b
+	}
+	return files, nil
 }
 
 // ReadManifests reads the *.json files of dir by name; nil, without error, when dir does not exist.

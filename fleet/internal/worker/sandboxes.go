@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -51,7 +50,7 @@ func openSandboxes(ctx context.Context, c Config, log *slog.Logger) (*sandboxes,
 		if p.Reaped > 0 {
 			log.Warn("removed cgroups left by dead workers", "count", p.Reaped)
 		}
-		shipped, err := profile.ReadManifests(filepath.Join(cmp.Or(c.RootFS, "/"), profile.ShippedDir))
+		shipped, err := profile.ReadShipped(c.RootFS)
 		var profiles profile.Set
 		if err == nil {
 			profiles, err = langs(c, pythonPackages(profile.Builtin(c.RootFS, ""), c.RootFS, log), shipped, c.RootFS, "", log)

@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/runfleet/runfleet/fleet/internal/profile"
 	"github.com/runfleet/runfleet/fleet/internal/providers/docker/containerinit"
 	"github.com/runfleet/runfleet/fleet/internal/sandbox"
 	"github.com/runfleet/runfleet/fleet/internal/sandbox/cgstat"
@@ -292,17 +293,8 @@ func (p *Provider) missing(ctx context.Context, image string, files []string) (s
 	return lacked, err
 }
 
-// The bounds of what Manifests reads of an image: a language's manifest is a few hundred bytes,
-// and a `make langs` image ships a few dozen; an image holding more is not read into the worker.
-const (
-	manifestMaxBytes  = 1 << 20
-	manifestsMaxBytes = 4 << 20
-	manifestsMax      = 1000
-)
-
 // Manifests returns the *.json files image holds in dir by name (the language manifests a `make
-// langs` image carries), nil when it holds no dir. More than manifestsMax files, or
-// manifestsMaxBytes in all, is an error.
+// langs` image carries), nil when it holds no dir. Past profile's Shipped bounds is an error.
 func (p *Provider) Manifests(ctx context.Context, image, dir string) (map[string][]byte, error) {
 	var files map[string][]byte
 	var total int64
@@ -328,11 +320,11 @@ func (p *Provider) Manifests(ctx context.Context, image, dir string) (map[string
 			if h.Typeflag != tar.TypeReg || filepath.Dir(h.Name) != filepath.Base(dir) || filepath.Ext(name) != ".json" {
 				continue
 			}
-			if h.Size > manifestMaxBytes {
+			if h.Size > profile.ShippedMaxBytes {
 				return fmt.Errorf("%s/%s: %d bytes, more than a manifest", dir, name, h.Size)
 			}
-			if total += h.Size; total > manifestsMaxBytes || len(files) == manifestsMax {
-				return fmt.Errorf("%s: more than %d manifests or %d bytes of them", dir, manifestsMax, manifestsMaxBytes)
+			if total += h.Size; total > profile.ShippedMaxTotal || len(files) == profile.ShippedMaxManifest {
+				return fmt.Errorf("%s: more than %d manifests or %d bytes of them", dir, profile.ShippedMaxManifest, profile.ShippedMaxTotal)
 			}
 			b, err := io.ReadAll(tr)
 			if err != nil {
