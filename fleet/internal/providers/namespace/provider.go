@@ -153,6 +153,12 @@ func New(o Options) (*Provider, error) {
 	if err := probe.remove(); err != nil {
 		return nil, err
 	}
+	if !o.NoZygote && !clone3Allowed() {
+		// A zygote forks with clone3 (CLONE_PARENT, CLONE_INTO_CGROUP): under a filter that
+		// answers it ENOSYS, every fork would fail, and with it every sandbox of its profiles.
+		cmp.Or(o.Logger, slog.Default()).Warn("clone3 is not allowed here (a seccomp profile around the worker): sandboxes exec their interpreter, without zygotes")
+		o.NoZygote = true
+	}
 	hide := []string{"/usr/local"}
 	if exe, err := os.Executable(); err == nil {
 		if exe, err = filepath.EvalSymlinks(exe); err == nil {

@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/runfleet/runfleet/fleet/internal/profile"
 	"github.com/runfleet/runfleet/fleet/internal/providers/namespace"
@@ -294,5 +298,30 @@ for d in ("/sys/fs/cgroup",):
 	execd := runCode(t.Context(), t, providertest.Env{Provider: newLoggedProvider(t, "runfleet-test", "", true), Profiles: prof}, probe)
 	if forked != execd {
 		t.Errorf("forked program sees\n%s\nan exec'd one\n%s", forked, execd)
+	}
+}
+
+// TestZygoteWithoutClone3: under a seccomp filter that answers clone3 ENOSYS around the worker
+// (Docker's default profile), with which a zygote cannot fork, a python3 job still runs: its
+// sandbox execs the interpreter. The test runs itself again under such a filter, which a
+// process cannot drop.
+func TestZygoteWithoutClone3(t *testing.T) {
+	testenv.NeedRoot(t)
+	if os.Getenv("RUNFLEET_TEST_NO_CLONE3") == "" {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestZygoteWithoutClone3$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "RUNFLEET_TEST_NO_CLONE3=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("under a filter answering clone3 ENOSYS: %v\n%s", err, out)
+		}
+		return
+	}
+	filter := seccomp.Filter{Flag: seccomp.FilterFlagTSync, Policy: seccomp.Policy{DefaultAction: seccomp.ActionAllow,
+		Syscalls: []seccomp.SyscallGroup{{Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS), Names: []string{"clone3"}}}}}
+	if err := seccomp.LoadFilter(filter); err != nil {
+		t.Fatal(err)
+	}
+	_, e := zygoteEnv(t)
+	if out := runCode(t.Context(), t, e, "print('ok')"); out != "ok\n" {
+		t.Errorf("stdout %q, want ok", out)
 	}
 }
