@@ -2,7 +2,6 @@ package profile
 
 import (
 	"bytes"
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -198,16 +197,19 @@ const (
 )
 
 // ReadShipped reads the manifests root ships in [ShippedDir] ("" is the host's "/"), by name;
-// nil, without error, when it holds no such directory. The root is its author's: a path is
-// resolved inside it, only regular *.json files are read (a link is not followed, as the Docker
-// provider reads an image's), and past the Shipped bounds is an error.
+// nil, without error, when it holds no such directory. A root fs is its author's: a path is
+// resolved inside it (a link out of it is an error), only regular *.json files are read (a link is
+// not followed, as the Docker provider reads an image's), and past the Shipped bounds is an error.
 func ReadShipped(root string) (map[string][]byte, error) {
-	r, err := os.OpenRoot(cmp.Or(root, "/"))
-	if err != nil {
-		return nil, fmt.Errorf("langs: %w", err)
+	fsys := os.DirFS("/") // the host's own links are the operator's
+	if root != "" {
+		r, err := os.OpenRoot(root)
+		if err != nil {
+			return nil, fmt.Errorf("langs: %w", err)
+		}
+		defer r.Close()
+		fsys = r.FS()
 	}
-	defer r.Close()
-	fsys := r.FS()
 	dir := strings.TrimPrefix(ShippedDir, "/")
 	entries, err := fs.ReadDir(fsys, dir)
 	if errors.Is(err, fs.ErrNotExist) {
