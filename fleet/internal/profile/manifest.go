@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -187,6 +188,60 @@ func LoadDir(dir string, base Set, root, image string) (s Set, skipped []string,
 	return s, skipped, nil
 }
 
+// The bounds of the manifests a root fs or image ships: a language's manifest is a few hundred
+// bytes and `make langs` ships a few dozen; more is not read into the worker.
+const (
+	ShippedMaxBytes    = 1 << 20 // one manifest
+	ShippedMaxTotal    = 4 << 20 // all of them
+	ShippedMaxManifest = 1000
+)
+
+// ReadShipped reads the manifests root ships in [ShippedDir] ("" is the host's "/"), by name;
+// nil, without error, when it holds no such directory. A root fs is its author's: a path is
+// resolved inside it (a link out of it is an error), only regular *.json files are read (a link is
+// not followed, as the Docker provider reads an image's), and past the Shipped bounds is an error.
+func ReadShipped(root string) (map[string][]byte, error) {
+	fsys := os.DirFS("/") // the host's own links are the operator's
+	if root != "" {
+		r, err := os.OpenRoot(root)
+		if err != nil {
+			return nil, fmt.Errorf("langs: %w", err)
+		}
+		defer r.Close()
+		fsys = r.FS()
+	}
+	dir := strings.TrimPrefix(ShippedDir, "/")
+	entries, err := fs.ReadDir(fsys, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("langs: %w", err)
+	}
+	files := map[string][]byte{}
+	var total int64
+	for _, e := range entries {
+		if !e.Type().IsRegular() || filepath.Ext(e.Name()) != ".json" {
+			continue
+		}
+		fi, err := e.Info()
+		if err != nil {
+			return nil, fmt.Errorf("langs: %w", err)
+		}
+		if fi.Size() > ShippedMaxBytes {
+			return nil, fmt.Errorf("langs: %s/%s: %d bytes, more than a manifest", ShippedDir, e.Name(), fi.Size())
+		}
+		if total += fi.Size(); total > ShippedMaxTotal || len(files) == ShippedMaxManifest {
+			return nil, fmt.Errorf("langs: %s: more than %d manifests or %d bytes of them", ShippedDir, ShippedMaxManifest, ShippedMaxTotal)
+		}
+		b, err := fs.ReadFile(fsys, dir+"/"+e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("langs: %w", err)
+		}
+		files[e.Name()] = b
+	}
+	return files, nil
+}
+
 // ReadManifests reads the *.json files of dir by name; nil, without error, when dir does not exist.
 func ReadManifests(dir string) (map[string][]byte, error) {
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
@@ -207,6 +262,23 @@ func ReadManifests(dir string) (map[string][]byte, error) {
 		files[filepath.Base(path)] = b
 	}
 	return files, nil
+}
+
+// AddShipped is [Add] for the manifests a root file system or image ships in [ShippedDir]: each
+// is a language of that root or image, so one that names another root or image is an error. The
+// root's author does not choose what else of the host a sandbox sees (the host's whole "/"), nor
+// an image the operator never named; only --langs, the operator's, may.
+func AddShipped(base Set, manifests map[string][]byte, root, image string) (s Set, skipped []string, err error) {
+	for name, b := range manifests {
+		var m struct{ Root, Image string }
+		if err := json.Unmarshal(b, &m); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if m.Root != "" || m.Image != "" {
+			return nil, nil, fmt.Errorf("%s: names root %q, image %q: a shipped manifest is of the root or image that ships it", name, m.Root, m.Image)
+		}
+	}
+	return Add(base, manifests, root, image)
 }
 
 // Add adds manifests (file name → JSON) to base, on root or image as [Manifest.Profile] says; a

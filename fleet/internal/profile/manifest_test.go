@@ -73,3 +73,31 @@ func TestLoadDir(t *testing.T) {
 		t.Errorf("LoadDir() error = %v, want the alias naming two profiles", err)
 	}
 }
+
+// TestReadShippedStaysInRoot: the manifests a root fs ships are read inside it: a link out of
+// the root (to a host file) is not followed, as the Docker provider reads an image's regular
+// files only; a root without the directory ships none.
+func TestReadShippedStaysInRoot(t *testing.T) {
+	root, host := t.TempDir(), t.TempDir()
+	dir := filepath.Join(root, profile.ShippedDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if files, err := profile.ReadShipped(t.TempDir()); err != nil || files != nil {
+		t.Fatalf("ReadShipped(root without %s) = %v, %v; want none", profile.ShippedDir, files, err)
+	}
+	secret := filepath.Join(host, "secret.json")
+	if err := os.WriteFile(secret, []byte(`{"host":"secret"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(dir, "link.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sh.json"), []byte(`{"name":"sh"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	files, err := profile.ReadShipped(root)
+	if err != nil || len(files) != 1 || string(files["sh.json"]) != `{"name":"sh"}` {
+		t.Fatalf("ReadShipped(root) = %q, %v; want sh.json alone", files, err)
+	}
+}

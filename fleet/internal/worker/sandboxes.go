@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -51,7 +50,7 @@ func openSandboxes(ctx context.Context, c Config, log *slog.Logger) (*sandboxes,
 		if p.Reaped > 0 {
 			log.Warn("removed cgroups left by dead workers", "count", p.Reaped)
 		}
-		shipped, err := profile.ReadManifests(filepath.Join(cmp.Or(c.RootFS, "/"), profile.ShippedDir))
+		shipped, err := profile.ReadShipped(c.RootFS)
 		var profiles profile.Set
 		if err == nil {
 			profiles, err = langs(c, pythonPackages(profile.Builtin(c.RootFS, ""), c.RootFS, log), shipped, c.RootFS, "", log)
@@ -131,7 +130,7 @@ func openSandboxes(ctx context.Context, c Config, log *slog.Logger) (*sandboxes,
 // manifest whose toolchain the root lacks is left out with a warning (an image's, by the
 // provider's Resolve).
 func langs(c Config, base profile.Set, shipped map[string][]byte, root, image string, log *slog.Logger) (profile.Set, error) {
-	s, skipped, err := profile.Add(base, shipped, root, image)
+	s, skipped, err := profile.AddShipped(base, shipped, root, image)
 	if err != nil {
 		return nil, fmt.Errorf("languages the root fs or image ships (%s): %w", profile.ShippedDir, err)
 	}

@@ -53,3 +53,19 @@ func TestLanguagesShippedWithTheRoot(t *testing.T) {
 		t.Errorf("langs(a bad shipped manifest) error = %v, want one naming %s", err, profile.ShippedDir)
 	}
 }
+
+// TestShippedManifestKeepsItsRoot: a manifest a root fs or image ships is of that root or image;
+// one naming another (the host's whole "/", an image the operator never chose) is refused, so
+// that the root's author does not widen what of the host a sandbox sees.
+func TestShippedManifestKeepsItsRoot(t *testing.T) {
+	root := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	for _, field := range []string{`"root":"/"`, `"image":"elsewhere:latest"`} {
+		shipped := map[string][]byte{"sh.json": fmt.Appendf(nil,
+			`{"name":"sh","source":"main","run":["/bin/sh","main"],%s,"test":{"code":"x","stdout":""}}`, field)}
+		s, err := langs(Config{}, profile.Set{}, shipped, root, "", log)
+		if err == nil {
+			t.Errorf("langs(shipped manifest with %s) = sh on root %q, image %q; want an error", field, s["sh"].Root, s["sh"].Image)
+		}
+	}
+}

@@ -23,6 +23,7 @@ import (
 	"github.com/moby/moby/client"
 	"golang.org/x/sys/unix"
 
+	"github.com/runfleet/runfleet/fleet/internal/profile"
 	"github.com/runfleet/runfleet/fleet/internal/providers/docker/containerinit"
 	"github.com/runfleet/runfleet/fleet/internal/sandbox"
 	"github.com/runfleet/runfleet/fleet/internal/sandbox/cgstat"
@@ -293,9 +294,10 @@ func (p *Provider) missing(ctx context.Context, image string, files []string) (s
 }
 
 // Manifests returns the *.json files image holds in dir by name (the language manifests a `make
-// langs` image carries), nil when it holds no dir.
+// langs` image carries), nil when it holds no dir. Past profile's Shipped bounds is an error.
 func (p *Provider) Manifests(ctx context.Context, image, dir string) (map[string][]byte, error) {
 	var files map[string][]byte
+	var total int64
 	err := p.lookInto(ctx, image, func(id string) error {
 		res, err := p.c.CopyFromContainer(ctx, id, client.CopyFromContainerOptions{SourcePath: dir})
 		if cerrdefs.IsNotFound(err) {
@@ -318,8 +320,11 @@ func (p *Provider) Manifests(ctx context.Context, image, dir string) (map[string
 			if h.Typeflag != tar.TypeReg || filepath.Dir(h.Name) != filepath.Base(dir) || filepath.Ext(name) != ".json" {
 				continue
 			}
-			if h.Size > 1<<20 {
+			if h.Size > profile.ShippedMaxBytes {
 				return fmt.Errorf("%s/%s: %d bytes, more than a manifest", dir, name, h.Size)
+			}
+			if total += h.Size; total > profile.ShippedMaxTotal || len(files) == profile.ShippedMaxManifest {
+				return fmt.Errorf("%s: more than %d manifests or %d bytes of them", dir, profile.ShippedMaxManifest, profile.ShippedMaxTotal)
 			}
 			b, err := io.ReadAll(tr)
 			if err != nil {

@@ -153,6 +153,12 @@ func New(o Options) (*Provider, error) {
 	if err := probe.remove(); err != nil {
 		return nil, err
 	}
+	if !o.NoZygote && !clone3Allowed() {
+		// A zygote forks with clone3 (CLONE_PARENT, CLONE_INTO_CGROUP): under a filter that
+		// answers it ENOSYS, every fork would fail, and with it every sandbox of its profiles.
+		cmp.Or(o.Logger, slog.Default()).Warn("clone3 is not allowed here (a seccomp profile around the worker): sandboxes exec their interpreter, without zygotes")
+		o.NoZygote = true
+	}
 	hide := []string{"/usr/local"}
 	if exe, err := os.Executable(); err == nil {
 		if exe, err = filepath.EvalSymlinks(exe); err == nil {
@@ -309,6 +315,14 @@ func (s *nsSandbox) start(ctx context.Context) error {
 		return fmt.Errorf("start supervisor: %w", err)
 	}
 	s.started = true
+	// Opened now, while the supervisor waits on its config: once it is not dumpable, only a
+	// worker with CAP_SYS_PTRACE could (a pod's has not). And before the wait below reaps it: until
+	// then its pid cannot name another process (another tenant's sandbox started since).
+	var ns []*os.File
+	var nsErr error
+	if s.forked {
+		ns, nsErr = openNamespaces(s.cmd.Process.Pid)
+	}
 	go func() {
 		_ = s.cmd.Wait()
 		close(s.exited)
@@ -317,14 +331,10 @@ func (s *nsSandbox) start(ctx context.Context) error {
 	for _, f := range child[len(stdio):] {
 		f.Close()
 	}
-	var ns []*os.File
 	if s.forked {
 		child = stdio // the zygote's child gets them
-		// Opened now, while the supervisor waits on its config: once it is not dumpable, only a
-		// worker with CAP_SYS_PTRACE could (a pod's has not).
-		var err error
-		if ns, err = openNamespaces(s.cmd.Process.Pid); err != nil {
-			return err
+		if nsErr != nil {
+			return nsErr
 		}
 		defer func() {
 			for _, f := range ns {

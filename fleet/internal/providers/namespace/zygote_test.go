@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	seccomp "github.com/elastic/go-seccomp-bpf"
+	"golang.org/x/sys/unix"
 
 	"github.com/runfleet/runfleet/fleet/internal/profile"
 	"github.com/runfleet/runfleet/fleet/internal/providers/namespace"
@@ -271,5 +275,53 @@ func TestZygoteThatCannotStart(t *testing.T) {
 	}
 	if pids := namespace.ZygotePids(p); pids["python3"] != 0 {
 		t.Errorf("zygote %d still running", pids["python3"])
+	}
+}
+
+// TestForkedSeesCgroupsAsExecd: a program forked from a zygote sees of the cgroups what an exec'd
+// one sees: the cgroup namespace it makes once in the sandbox's cgroup is rooted where the
+// supervisor's is, so /proc/self/cgroup and mountinfo show nothing above the sandbox's cgroup.
+func TestForkedSeesCgroupsAsExecd(t *testing.T) {
+	const probe = `
+import os
+print(open("/proc/self/cgroup").read())
+print("".join(l for l in open("/proc/self/mountinfo") if "cgroup" in l))
+for d in ("/sys/fs/cgroup",):
+    print(d, os.path.exists(d) and sorted(os.listdir(d)))
+`
+	prof := profile.Builtin(testenv.RootFS(t), "")
+	zygotes := providertest.Env{Provider: newProvider(t, "runfleet-test-zygote"), Profiles: prof}
+	if out := runCode(t.Context(), t, zygotes, "import os; print(os.getppid())"); out == "1\n" {
+		t.Fatal("the program's parent is its supervisor: not forked from a zygote")
+	}
+	forked := runCode(t.Context(), t, zygotes, probe)
+	execd := runCode(t.Context(), t, providertest.Env{Provider: newLoggedProvider(t, "runfleet-test", "", true), Profiles: prof}, probe)
+	if forked != execd {
+		t.Errorf("forked program sees\n%s\nan exec'd one\n%s", forked, execd)
+	}
+}
+
+// TestZygoteWithoutClone3: under a seccomp filter that answers clone3 ENOSYS around the worker
+// (Docker's default profile), with which a zygote cannot fork, a python3 job still runs: its
+// sandbox execs the interpreter. The test runs itself again under such a filter, which a
+// process cannot drop.
+func TestZygoteWithoutClone3(t *testing.T) {
+	testenv.NeedRoot(t)
+	if os.Getenv("RUNFLEET_TEST_NO_CLONE3") == "" {
+		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestZygoteWithoutClone3$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "RUNFLEET_TEST_NO_CLONE3=1")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("under a filter answering clone3 ENOSYS: %v\n%s", err, out)
+		}
+		return
+	}
+	filter := seccomp.Filter{Flag: seccomp.FilterFlagTSync, Policy: seccomp.Policy{DefaultAction: seccomp.ActionAllow,
+		Syscalls: []seccomp.SyscallGroup{{Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS), Names: []string{"clone3"}}}}}
+	if err := seccomp.LoadFilter(filter); err != nil {
+		t.Fatal(err)
+	}
+	_, e := zygoteEnv(t)
+	if out := runCode(t.Context(), t, e, "print('ok')"); out != "ok\n" {
+		t.Errorf("stdout %q, want ok", out)
 	}
 }
