@@ -425,8 +425,10 @@ func (z *zygote) fork(ctx context.Context, r forkRequest) (int, error) {
 	buf := make([]byte, 512)
 	n, err := z.conn.Read(buf)
 	if err != nil || n == 0 {
+		// The zygote took the request: a program may have been forked into the sandbox, so the
+		// sandbox is not tried again (not errZygoteLost), and its destruction ends that program.
 		z.broken.Store(true)
-		return 0, fmt.Errorf("zygote reply: %v: %w", cmp.Or(err, io.EOF), errZygoteLost)
+		return 0, fmt.Errorf("zygote reply: %v: a program may have been forked; the sandbox is given up", cmp.Or(err, io.EOF))
 	}
 	z.forks.Add(1)
 	reply := string(buf[:n])
