@@ -98,6 +98,9 @@ func Start(ctx context.Context, nc *nats.Conn, c Config) (*Server, error) {
 			return nil, fmt.Errorf("service %s: subscribe %s: %w", c.Name, e.Subject, err)
 		}
 	}
+	// Once Start returns, a request from any connection finds the service: the server holds its
+	// subscriptions (bounded: a server too slow to answer does not hold the start).
+	_ = nc.FlushTimeout(5 * time.Second)
 	return s, nil
 }
 

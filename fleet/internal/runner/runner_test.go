@@ -235,8 +235,11 @@ func TestBadInputDoesNotBlockTheQueue(t *testing.T) {
 
 func TestTwoWorkersShareTheWork(t *testing.T) {
 	f := newFleet(t)
-	f.startWorker(workerOpts{id: "w1", concurrency: 2})
-	f.startWorker(workerOpts{id: "w2", concurrency: 2})
+	w1 := f.startWorker(workerOpts{id: "w1", concurrency: 2})
+	w2 := f.startWorker(workerOpts{id: "w2", concurrency: 2})
+	// Both listen before the jobs come: a worker still setting up hears of them at its next sweep
+	// only, and under load the other had run them all by then.
+	testenv.WaitFor(t, time.Minute, "both workers consuming", func() bool { return w1.Consuming() && w2.Consuming() })
 	const n = 16
 	ids := make([]string, n)
 	for i := range ids {
