@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -293,6 +295,34 @@ func leftoverCgroups(pid int) []string {
 		return nil
 	})
 	return left
+}
+
+// onlySupervisorsLeft reports whether the cgroups of worker pid's sandboxes hold no process but
+// supervisors: every program in them has ended (a zombie is listed in no cgroup.procs).
+func onlySupervisorsLeft(pid int, supervisors []int) bool {
+	for _, dir := range leftoverCgroups(pid) {
+		clean := true
+		_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return nil // removed meanwhile
+			}
+			for _, f := range strings.Fields(string(b)) {
+				if p, err := strconv.Atoi(f); err == nil && !slices.Contains(supervisors, p) {
+					clean = false
+					return filepath.SkipAll
+				}
+			}
+			return nil
+		})
+		if !clean {
+			return false
+		}
+	}
+	return true
 }
 
 // artifactObjects names the objects of job id in the artifacts bucket.

@@ -49,11 +49,19 @@ func TestMaxRunningAcrossFleet(t *testing.T) {
 	sandboxes := supervisors(pid)
 	w.kill()
 	killedAt := time.Now()
+	// The job's code runs until its sandbox's cgroups hold no process but the supervisors: a
+	// zygote's child, whose parent was the worker, is then a zombie the host's init reaps when it
+	// will, and its supervisor, pid 1 of its namespace, exits only after that.
+	testenv.WaitFor(t, 10*time.Second, "the killed worker's programs gone", func() bool {
+		return onlySupervisorsLeft(pid, sandboxes)
+	})
+	stoppedAt := time.Now()
 	testenv.WaitFor(t, 10*time.Second, "the killed worker's sandboxes gone", func() bool {
 		return !slices.ContainsFunc(sandboxes, alive)
 	})
 	goneAt := time.Now()
-	t.Logf("killed %s running %s; its %d sandboxes gone %v later", victim.Worker, victim.JobID, len(sandboxes), goneAt.Sub(killedAt).Round(time.Millisecond))
+	t.Logf("killed %s running %s; its programs gone %v later, its %d sandboxes %v later", victim.Worker, victim.JobID,
+		stoppedAt.Sub(killedAt).Round(time.Millisecond), len(sandboxes), goneAt.Sub(killedAt).Round(time.Millisecond))
 	f.start("w4") // a worker joining removes the dead one's cgroups
 	testenv.WaitFor(t, 30*time.Second, "the killed worker's cgroups removed", func() bool { return len(leftoverCgroups(pid)) == 0 })
 
@@ -79,10 +87,10 @@ func TestMaxRunningAcrossFleet(t *testing.T) {
 		case st.Status == job.StatusSucceeded:
 			spans = append(spans, span{id, st.StartedAt, st.FinishedAt})
 		case st.Status == job.StatusUnknown && slices.Equal(ranOn[id], []string{victim.Worker}):
-			// Its outcome died with the worker: it may have run, so it never runs again. It held
-			// its sandbox until the sandbox was seen gone.
+			// Its outcome died with the worker: it may have run, so it never runs again. It ran
+			// until its program was seen gone.
 			d := disp[slices.IndexFunc(disp, func(d sandbox.Dispatch) bool { return d.JobID == id })]
-			spans = append(spans, span{id, d.At, goneAt})
+			spans = append(spans, span{id, d.At, stoppedAt})
 		case st.Status == job.StatusUnknown && len(ranOn[id]) == 0:
 			// The killed worker had reserved it and not dispatched it yet: never run.
 			t.Logf("job %s reserved by the killed worker settled unknown, not run", id)

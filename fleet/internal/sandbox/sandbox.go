@@ -33,7 +33,9 @@
 //     read-only root, and runs as an unprivileged user with no capabilities, under [Seccomp].
 //   - A sandbox ends, every process of it, within 2 s of its worker's death, however the worker
 //     died (exit, SIGKILL, OOM kill), and not only when a later worker reaps it; a waiting sandbox
-//     as much as a running one.
+//     as much as a running one. A namespace sandbox's program forked from a zygote is killed at
+//     once, but its parent was the worker: its supervisor exits once the host's init reaped it,
+//     which takes what that init takes (about 1.5 s on this project's CI machine).
 package sandbox
 
 import (
