@@ -29,6 +29,13 @@ type judge0Language struct {
 	Name string `json:"name"`
 }
 
+// judge0ID is the judge0 language id alias names, if it names one: written as a submission's
+// language_id is looked up (strconv.Itoa), so that every id listed can be submitted.
+func judge0ID(alias string) (int, bool) {
+	id, err := strconv.Atoi(alias)
+	return id, err == nil && id > 0 && strconv.Itoa(id) == alias
+}
+
 // judge0Languages lists the judge0 ids the serving workers' languages answer to.
 func (g *Gateway) judge0Languages(w http.ResponseWriter, r *http.Request) {
 	workers, err := g.announced(r.Context())
@@ -40,8 +47,8 @@ func (g *Gateway) judge0Languages(w http.ResponseWriter, r *http.Request) {
 	for _, langs := range workers {
 		for _, l := range langs {
 			for _, a := range l.Aliases {
-				id, err := strconv.Atoi(a)
-				if err != nil || slices.ContainsFunc(out, func(j judge0Language) bool { return j.ID == id }) {
+				id, ok := judge0ID(a)
+				if !ok || slices.ContainsFunc(out, func(j judge0Language) bool { return j.ID == id }) {
 					continue
 				}
 				out = append(out, judge0Language{ID: id, Name: strings.TrimSpace(l.Name + " (" + l.Version + ")")})

@@ -45,7 +45,7 @@ func (g *Gateway) pistonRuntimes(w http.ResponseWriter, r *http.Request) {
 			if slices.ContainsFunc(out, func(p pistonRuntime) bool { return p.Language == l.Name }) {
 				continue
 			}
-			aliases := slices.DeleteFunc(slices.Clone(l.Aliases), func(a string) bool { return strings.Trim(a, "0123456789") == "" })
+			aliases := slices.DeleteFunc(slices.Clone(l.Aliases), func(a string) bool { _, ok := judge0ID(a); return ok })
 			out = append(out, pistonRuntime{Language: l.Name, Version: l.Version, Aliases: aliases})
 		}
 	}
