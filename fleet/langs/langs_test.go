@@ -91,7 +91,7 @@ func TestLanguagesNamespace(t *testing.T) {
 }
 
 func TestLanguagesDocker(t *testing.T) {
-	img := cmp.Or(os.Getenv("RUNFLEET_TEST_IMAGE"), "runfleet-sandbox:latest")
+	img := testenv.Image()
 	if everyLanguage() {
 		img = cmp.Or(os.Getenv("RUNFLEET_TEST_LANGS_IMAGE"), "runfleet-langs:latest")
 	}

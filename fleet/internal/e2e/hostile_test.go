@@ -253,7 +253,7 @@ func TestHostileCorpus(t *testing.T) {
 				if _, err := exec.LookPath("runsc"); provider == "gvisor" && err != nil {
 					testenv.Missing(t, "runsc (scripts/setup test): %v", err)
 				}
-				extra = append(extra, "--image", testImage())
+				extra = append(extra, "--image", testenv.Image())
 			}
 			secret := filepath.Join(t.TempDir(), "secret")
 			if err := os.WriteFile(secret, []byte(corpusSecret), 0o600); err != nil {
@@ -318,11 +318,4 @@ func TestHostileCorpus(t *testing.T) {
 			}
 		})
 	}
-}
-
-func testImage() string {
-	if img := os.Getenv("RUNFLEET_TEST_IMAGE"); img != "" {
-		return img
-	}
-	return "runfleet-sandbox:latest"
 }

@@ -272,7 +272,7 @@ func BenchmarkFleetDocker(b *testing.B) {
 	if _, err := c.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
 		testenv.Missing(b, "docker daemon: %v", err)
 	}
-	img := dockerImage()
+	img := testenv.Image()
 	api := loop(b, "docker-api", func(ctx context.Context) error {
 		created, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{
 			Config:     &container.Config{Image: img, Cmd: []string{"/usr/bin/python3", "-I", "-c", "pass"}, NetworkDisabled: true},

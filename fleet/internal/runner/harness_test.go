@@ -111,7 +111,7 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 	case p == nil:
 		p, profiles = f.provider(o.docker)
 	case isDocker:
-		if profiles, err = dp.Resolve(t.Context(), profile.Builtin("", dockerImage())); err != nil {
+		if profiles, err = dp.Resolve(t.Context(), profile.Builtin("", testenv.Image())); err != nil {
 			testenv.Missing(t, "sandbox image: %v", err)
 		}
 	default:
@@ -196,7 +196,7 @@ func (f *fleet) provider(useDocker bool) (sandbox.Provider, profile.Set) {
 			testenv.Missing(t, "docker daemon: %v", err)
 		}
 		t.Cleanup(func() { _ = p.Close() })
-		profiles, err := p.Resolve(t.Context(), profile.Builtin("", dockerImage()))
+		profiles, err := p.Resolve(t.Context(), profile.Builtin("", testenv.Image()))
 		if err != nil {
 			testenv.Missing(t, "sandbox image (make image): %v", err)
 		}
@@ -342,5 +342,3 @@ func (f *fleet) pagesStored(id string) uint64 {
 	}
 	return info.State.Subjects[f.subjects.Page("default", id)]
 }
-
-func dockerImage() string { return cmpOr(os.Getenv("RUNFLEET_TEST_IMAGE"), "runfleet-sandbox:latest") }

@@ -5,6 +5,7 @@ package testenv
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"os"
@@ -49,6 +50,12 @@ func RootFS(t testing.TB) string {
 		Missing(t, "root fs %s with python3: %v", dir, err)
 	}
 	return dir
+}
+
+// Image is the sandbox image Docker and gVisor tests run: RUNFLEET_TEST_IMAGE, or the one
+// `make image` builds.
+func Image() string {
+	return cmp.Or(os.Getenv("RUNFLEET_TEST_IMAGE"), "runfleet-sandbox:latest")
 }
 
 // WaitFor polls cond until it holds, and fails the test when within passes first: tests wait for

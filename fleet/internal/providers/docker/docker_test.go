@@ -25,13 +25,6 @@ import (
 
 const fleet = "runfleet-test"
 
-func image() string {
-	if img := os.Getenv("RUNFLEET_TEST_IMAGE"); img != "" {
-		return img
-	}
-	return "runfleet-sandbox:latest"
-}
-
 func TestMain(m *testing.M) {
 	containerinit.Init()
 	providertest.ChildMain(func(ctx context.Context) (providertest.Env, func(), error) {
@@ -43,7 +36,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return providertest.Env{}, nil, err
 		}
-		profiles, err := p.Resolve(ctx, profile.Builtin("", image()))
+		profiles, err := p.Resolve(ctx, profile.Builtin("", testenv.Image()))
 		if err != nil {
 			p.Close()
 			return providertest.Env{}, nil, err
@@ -74,7 +67,7 @@ func newProviderWith(t testing.TB, o docker.Options) (*docker.Provider, profile.
 		testenv.Missing(t, "docker daemon: %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
-	profiles, err := p.Resolve(t.Context(), profile.Builtin("", image()))
+	profiles, err := p.Resolve(t.Context(), profile.Builtin("", testenv.Image()))
 	if err != nil {
 		testenv.Missing(t, "sandbox image (make image): %v", err)
 	}
@@ -145,7 +138,7 @@ func TestKilledWorker(t *testing.T) {
 func BenchmarkCycle(b *testing.B) {
 	p, profiles := newProvider(b)
 	providertest.BenchCycle(b, providertest.Env{Provider: p, Profiles: profiles},
-		[]string{"docker", "run", "--rm", "--network", "none", image(), "/usr/bin/python3", "-c", "pass"})
+		[]string{"docker", "run", "--rm", "--network", "none", testenv.Image(), "/usr/bin/python3", "-c", "pass"})
 }
 
 // TestFailedDestroyReaped: a container whose removal failed is not tracked as live: the reaper
@@ -269,7 +262,7 @@ func TestDataProfile(t *testing.T) {
 // offered.
 func TestResolveLeavesOutProfilesLackingFiles(t *testing.T) {
 	p, _ := newProvider(t)
-	base := profile.Builtin("", image())
+	base := profile.Builtin("", testenv.Image())
 	lacking := base["python3"]
 	lacking.Name, lacking.Requires = "python3-lacking", []string{"/usr/lib/python3/dist-packages/no-such-package/__init__.py"}
 	having := base["python3"]

@@ -12,6 +12,7 @@ import (
 	"github.com/moby/moby/client"
 
 	"github.com/runfleet/runfleet/fleet/internal/profile"
+	"github.com/runfleet/runfleet/fleet/internal/testenv"
 )
 
 // TestManifestsShippedInImage: the manifests an image carries in profile.ShippedDir are read
@@ -19,7 +20,7 @@ import (
 func TestManifestsShippedInImage(t *testing.T) {
 	p, _ := newProvider(t)
 	ctx := t.Context()
-	if files, err := p.Manifests(ctx, image(), profile.ShippedDir); err != nil || files != nil {
+	if files, err := p.Manifests(ctx, testenv.Image(), profile.ShippedDir); err != nil || files != nil {
 		t.Fatalf("Manifests(sandbox image) = %v, %v; want none", files, err)
 	}
 
@@ -46,7 +47,7 @@ func TestManifestsBounded(t *testing.T) {
 	}
 }
 
-// imageWith commits as ref an image of image() with files (path → content) added, removed when t ends.
+// imageWith commits as ref an image of testenv.Image() with files (path → content) added, removed when t ends.
 func imageWith(t *testing.T, ref string, files map[string]string) string {
 	t.Helper()
 	ctx := t.Context()
@@ -55,7 +56,7 @@ func imageWith(t *testing.T, ref string, files map[string]string) string {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	made, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: image(), Entrypoint: []string{"/nonexistent"}}})
+	made, err := c.ContainerCreate(ctx, client.ContainerCreateOptions{Config: &container.Config{Image: testenv.Image(), Entrypoint: []string{"/nonexistent"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

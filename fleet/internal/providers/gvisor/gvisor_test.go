@@ -21,13 +21,6 @@ import (
 
 const fleet = "runfleet-test-gvisor"
 
-func image() string {
-	if img := os.Getenv("RUNFLEET_TEST_IMAGE"); img != "" {
-		return img
-	}
-	return "runfleet-sandbox:latest"
-}
-
 func TestMain(m *testing.M) {
 	containerinit.Init()
 	providertest.ChildMain(func(ctx context.Context) (providertest.Env, func(), error) {
@@ -39,7 +32,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return providertest.Env{}, nil, err
 		}
-		profiles, err := p.Resolve(ctx, profile.Builtin("", image()))
+		profiles, err := p.Resolve(ctx, profile.Builtin("", testenv.Image()))
 		if err != nil {
 			p.Close()
 			return providertest.Env{}, nil, err
@@ -67,7 +60,7 @@ func newProvider(t testing.TB, o docker.Options) (*gvisor.Provider, profile.Set)
 		testenv.Missing(t, "docker daemon with the runsc runtime (scripts/setup test): %v", err)
 	}
 	t.Cleanup(func() { p.Close() })
-	profiles, err := p.Resolve(t.Context(), profile.Builtin("", image()))
+	profiles, err := p.Resolve(t.Context(), profile.Builtin("", testenv.Image()))
 	if err != nil {
 		testenv.Missing(t, "sandbox image (make image): %v", err)
 	}
