@@ -97,6 +97,7 @@ type workerOpts struct {
 	observer    pool.Observer
 	sandbox     runner.SandboxOptions
 	settleWait  time.Duration // default 10 s
+	slowDestroy time.Duration // each sandbox takes this much longer to destroy
 	index       runner.Index
 	tenants     fairshare.Policies // default: every tenant weight 1, unlimited
 	running     bool               // keep max_running in the fleet's Redis
@@ -116,6 +117,9 @@ func (f *fleet) startWorker(o workerOpts) *runner.Runner {
 		}
 	default:
 		profiles = profile.Builtin(testenv.RootFS(t), "")
+	}
+	if o.slowDestroy > 0 {
+		p = slowDestroy{p, o.slowDestroy}
 	}
 	nc := f.nats.Conn()
 	if o.reconnect > 0 {
