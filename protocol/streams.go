@@ -170,9 +170,15 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, 
 // ensureConsumers creates the consumers bucket when it is missing; an existing one keeps its
 // settings. (A worker that finds none makes it too, with the jobs stream's replicas.)
 func ensureConsumers(ctx context.Context, js jetstream.JetStream, s job.Subjects, o StreamOptions) error {
-	_, err := js.KeyValue(ctx, s.ConsumersBucket())
+	err := AskAgain(ctx, func(ctx context.Context) error {
+		_, err := js.KeyValue(ctx, s.ConsumersBucket())
+		return err
+	})
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		_, err = js.CreateKeyValue(ctx, ConsumersBucketConfig(s, o.Replicas))
+		err = AskAgain(ctx, func(ctx context.Context) error {
+			_, err := js.CreateKeyValue(ctx, ConsumersBucketConfig(s, o.Replicas))
+			return err
+		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			err = nil // another worker made it meanwhile
 		}
@@ -196,9 +202,15 @@ func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects
 		Replicas:    cmp.Or(o.Replicas, 1),
 		MaxBytes:    cmp.Or(o.ArtifactsMaxBytes, -1),
 	}
-	_, err := js.ObjectStore(ctx, cfg.Bucket)
+	err := AskAgain(ctx, func(ctx context.Context) error {
+		_, err := js.ObjectStore(ctx, cfg.Bucket)
+		return err
+	})
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		_, err = js.CreateObjectStore(ctx, cfg)
+		err = AskAgain(ctx, func(ctx context.Context) error {
+			_, err := js.CreateObjectStore(ctx, cfg)
+			return err
+		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			err = nil // another worker made it meanwhile
 		}
@@ -210,7 +222,11 @@ func ensureArtifacts(ctx context.Context, js jetstream.JetStream, s job.Subjects
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
 	}
-	st, err := js.Stream(ctx, "OBJ_"+cfg.Bucket)
+	var st jetstream.Stream
+	err = AskAgain(ctx, func(ctx context.Context) (err error) {
+		st, err = js.Stream(ctx, "OBJ_"+cfg.Bucket)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
 	}
@@ -291,4 +307,23 @@ func samePublish(a, b *jetstream.RePublish) bool {
 		return a == b
 	}
 	return *a == *b
+}
+
+// answerWait bounds one JetStream API request of [AskAgain]: the API answers in milliseconds.
+const answerWait = 2 * time.Second
+
+// AskAgain calls f with a context of its own, bounded by answerWait, and again while ctx lasts
+// when f's request went unanswered. In a cluster, a request about a stream created a moment ago
+// that has no leader yet gets no answer at all: two workers starting at once, one creating a
+// replicated bucket as the other looks it up, left the second waiting out its whole start budget.
+// f must be safe to repeat (a lookup, a create that tells an existing stream apart).
+func AskAgain(ctx context.Context, f func(ctx context.Context) error) error {
+	for {
+		actx, cancel := context.WithTimeout(ctx, answerWait)
+		err := f(actx)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
 }

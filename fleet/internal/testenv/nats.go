@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"fmt"
+	"net/url"
 	"testing"
 	"time"
 
@@ -79,4 +81,27 @@ func (n *NATS) Conn() *nats.Conn {
 	}
 	n.t.Cleanup(nc.Close)
 	return nc
+}
+
+// StartNATSCluster starts n embedded JetStream servers routed into one cluster and returns their
+// client URLs once each accepts connections. The cluster elects its meta leader in the
+// background: callers wait for the JetStream API to answer.
+func StartNATSCluster(t testing.TB, n int) []string {
+	t.Helper()
+	ports := make([]int, n)
+	var routes []*url.URL
+	for i := range n {
+		ports[i] = FreePortNumber()
+		routes = append(routes, &url.URL{Scheme: "nats", Host: fmt.Sprintf("127.0.0.1:%d", ports[i])})
+	}
+	urls := make([]string, n)
+	for i := range n {
+		node := &NATS{t: t, opts: server.Options{ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: FreePort(t),
+			JetStream: true, StoreDir: t.TempDir(), JetStreamMaxStore: devstack.MaxStore, NoLog: true, NoSigs: true,
+			Cluster: server.ClusterOpts{Name: "runfleet-test", Host: "127.0.0.1", Port: ports[i]}, Routes: routes}}
+		node.start()
+		t.Cleanup(node.Stop)
+		urls[i] = node.URL
+	}
+	return urls
 }
