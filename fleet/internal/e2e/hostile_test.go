@@ -232,6 +232,27 @@ if os.fork() == 0:
 print("parent done")`, short),
 		check: succeededWith("parent done"),
 	}, {
+		// Daemons still forking as the program exits: a process forked while the supervisor's
+		// kill runs must not escape it and hold the sandbox (gVisor let one through).
+		name: "daemons forking as it exits",
+		req: py(`import os, time
+for _ in range(4):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.setsid()
+        while True:
+            try:
+                if os.fork() == 0:
+                    os.execv("/bin/sleep", ["sleep", "3600"])
+            except OSError:
+                time.sleep(0.01)
+print("parent done", flush=True)
+time.sleep(0.2)`, short),
+		check: succeededWith("parent done"),
+	}, {
 		name:  "closes its own output",
 		req:   py("import os\nos.close(1)\nos.close(2)", short),
 		check: status(job.StatusSucceeded, ""),

@@ -36,10 +36,15 @@ func ReapUntil(pid int) (syscall.WaitStatus, error) {
 	}
 }
 
-// ReapAll waits for every child left, so that none is running once it returns: a supervisor
-// that keeps its sandbox after the program ended calls it after killing every other process.
-func ReapAll() {
+// KillAll kills every other process of the sandbox and reaps them until none is left, so that
+// none is running once it returns: a supervisor, pid 1 of its sandbox, calls it when the program
+// ended. It kills again before each wait: one kill does not do on every kernel. gVisor lets a
+// process forked while kill(-1) runs escape it (a daemon that double-forks as its parent exits
+// did), and a wait for it alone would wait forever. An escapee's parent was killed by that kill,
+// and the kill after its reaping finds the escapee.
+func KillAll() {
 	for {
+		_ = syscall.Kill(-1, syscall.SIGKILL)
 		var ws syscall.WaitStatus
 		if _, err := syscall.Wait4(-1, &ws, 0, nil); err != nil && err != syscall.EINTR {
 			return

@@ -76,8 +76,7 @@ func Init() {
 		_, _ = io.Copy(io.Discard, lifeline)
 		// The worker is gone. The uid lock (fdUIDLock) is released when this process exits,
 		// before the kernel would kill the rest of the namespace: so end every process first.
-		_ = syscall.Kill(-1, syscall.SIGKILL)
-		sandbox.ReapAll()
+		sandbox.KillAll()
 		waitForkedGone()
 		os.Exit(137)
 	}()
@@ -98,8 +97,7 @@ func Init() {
 	// Every process of the program ends before its status is told; the supervisor then keeps
 	// the namespace, and with it /workspace, until the worker is done reading its files and
 	// destroys the sandbox, or is gone.
-	_ = syscall.Kill(-1, syscall.SIGKILL)
-	sandbox.ReapAll()
+	sandbox.KillAll()
 	fmt.Fprintf(status, "exit %d\n", uint32(ws))
 	select {}
 }

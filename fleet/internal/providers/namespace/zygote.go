@@ -164,8 +164,7 @@ func superviseForked(status io.Writer, cfg io.Reader) {
 			}
 		}
 	}
-	_ = syscall.Kill(-1, syscall.SIGKILL)
-	sandbox.ReapAll()
+	sandbox.KillAll()
 	_, _ = io.WriteString(status, "ended\n")
 	select {}
 }
@@ -186,7 +185,7 @@ func waitForkedGone() {
 	for syscall.Kill(pid, 0) == nil {
 		time.Sleep(2 * time.Millisecond)
 	}
-	sandbox.ReapAll()
+	sandbox.KillAll()
 }
 
 // zygote is the worker's end of one zygote process.

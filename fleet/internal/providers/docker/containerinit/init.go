@@ -175,7 +175,7 @@ func runInit(argv []string) (int, error) {
 		// No process but this one is left to write: the marker, which the program never saw,
 		// ends the output. The container stays, and /workspace with it, until the worker's
 		// attach closes (relayStdin exits) or it is removed.
-		sandbox.ReapAll()
+		sandbox.KillAll()
 		if _, err := fmt.Fprintf(errOut, "%s\n", m); err != nil {
 			return 1, err
 		}
