@@ -41,11 +41,18 @@ func (r *Runner) heartbeat(ctx context.Context, a *attempt, log *slog.Logger, lo
 			return
 		case <-t.C:
 		}
+		sent := time.Now()
 		err := a.lease.Extend(ctx)
+		took := time.Since(sent)
+		if took > every {
+			// Redis or this process is slow: a few more and leases are lost.
+			log.Warn("extend lease slow", "took", took, "window_left", a.lease.Remaining(), "err", err)
+		}
 		if err == nil {
 			window.Reset(a.lease.Remaining())
 			_ = a.m.InProgress()
-			t.Reset(every)
+			// Sends stay a third of a TTL apart: a slow reply does not put the next one off.
+			t.Reset(max(every-took, 0))
 			continue
 		}
 		if ctx.Err() != nil {
