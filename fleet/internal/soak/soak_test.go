@@ -246,7 +246,7 @@ func TestSoak(t *testing.T) {
 			case "failover":
 				n.atFailover++
 			default:
-				t.Errorf("job %s (%s) settled unknown (%s: %s) and %s", id, e.kind, st.Reason, st.Detail, at)
+				t.Errorf("job %s (%s) settled unknown (%s: %s) and %s; the workers logged:\n%s", id, e.kind, st.Reason, st.Detail, at, s.linesAbout(id))
 			}
 		default:
 			t.Errorf("job %s (%s) settled %s/%s (%s), want succeeded, or unknown at a kill", id, e.kind, st.Status, st.Reason, st.Detail)

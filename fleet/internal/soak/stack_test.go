@@ -68,6 +68,7 @@ type stack struct {
 	js        jetstream.JetStream
 	subjects  job.Subjects
 	dlog      string // the provider's dispatch log, shared by every worker
+	workers   []*worker
 }
 
 // replArgs start a redis-server that serves a replica at once.
@@ -211,6 +212,7 @@ func (s *stack) startWorker(id string) *worker {
 	if root := testenv.RootFS(s.t); root != "" {
 		args = append(args, "--rootfs", root)
 	}
+	s.workers = append(s.workers, w)
 	w.cmd = exec.Command(workerBin, args...)
 	w.cmd.Stderr = w.log
 	// A test binary killed on its timeout runs no cleanup: the worker must go with it.
@@ -247,6 +249,21 @@ func (w *worker) started(t *testing.T, within time.Duration) time.Duration {
 func (w *worker) kill() {
 	_ = w.cmd.Process.Signal(syscall.SIGKILL)
 	<-w.done
+}
+
+// linesAbout is every worker's log lines that name job id, for a settlement the test cannot
+// explain: the last lines a failed test prints are long past it.
+func (s *stack) linesAbout(id string) string {
+	var out []string
+	quoted := `"` + id + `"`
+	for _, w := range s.workers {
+		for line := range strings.Lines(w.log.String()) {
+			if strings.Contains(line, quoted) {
+				out = append(out, w.id+": "+strings.TrimRight(line, "\n"))
+			}
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 func lastLines(s string, n int) string {
