@@ -121,19 +121,20 @@ type submission struct {
 	tenant string
 	queue  string
 	id     string
+	fresh  bool   // id is a new uuid the gateway made: no job holds it yet
 	body   []byte // the request as stored
 	waits  bool   // the caller waits for the settlement: admitted against Options.MaxWaiting
 }
 
 // jobSubmission is jr as the route of a compatible API (dify-sandbox, piston, judge0) submits it
 // for tenant: on the gateway's queue, as JSON, where a "<" takes 6 bytes, so that the size submit
-// bounds is the stored one's.
+// bounds is the stored one's. Those APIs have no ids of their own: jr.ID is a new uuid.
 func (g *Gateway) jobSubmission(api, tenant string, jr job.Request, waits bool) submission {
 	body, err := json.Marshal(jr)
 	if err != nil {
 		panic(err) // a request is plain data: it always encodes
 	}
-	return submission{api: api, tenant: tenant, queue: g.o.Queue, id: jr.ID, body: body, waits: waits}
+	return submission{api: api, tenant: tenant, queue: g.o.Queue, id: jr.ID, fresh: true, body: body, waits: waits}
 }
 
 // submitError is why submit did not store a job, or cannot tell whether it did (unconfirmed): the
@@ -178,7 +179,7 @@ const (
 // storage bounds, its max_queued, and the gateway's admission of a waiting request (or, for one
 // that does not wait, a connection to NATS). A refusal stores nothing and is counted per tenant.
 // The publish is under a send span, and an id the tenant holds on any queue is a duplicate,
-// stored once (publishOnce). Every error is a *submitError; release ends a waiting submission's
+// stored once (publishOnce); an id the gateway made is looked up only when a try is repeated. Every error is a *submitError; release ends a waiting submission's
 // place among Options.MaxWaiting, once its wait ends.
 func (g *Gateway) submit(r *http.Request, s submission) (release func(), err error) {
 	refuse := func(e *submitError) (func(), error) {
@@ -222,9 +223,13 @@ func (g *Gateway) submit(r *http.Request, s submission) (release func(), err err
 	c := g.as(s.tenant)
 	var sub runfleet.Submitted
 	sendCtx, span := g.send(r, s.queue, s.tenant, s.id)
+	// A fresh id's first try needs no duplicate lookup; a try after one that timed out does,
+	// since that one may have been stored.
+	lookup := !s.fresh
 	err = g.store(sendCtx, func(ctx context.Context) error {
 		var err error
-		sub, err = g.publishOnce(ctx, c, s.queue, s.id, s.body)
+		sub, err = g.publishOnce(ctx, c, s.queue, s.id, s.body, lookup)
+		lookup = true
 		return err
 	})
 	tracing.End(span, err)

@@ -253,3 +253,50 @@ func TestAdmissionAcrossAPIs(t *testing.T) {
 		})
 	}
 }
+
+// TestLookupOnlyForCallersIDs: a job whose id the gateway made is stored without the duplicate
+// lookup (a direct get) every id of the caller's own costs; the caller's id still is looked up,
+// and its second submit is a duplicate, stored once.
+func TestLookupOnlyForCallersIDs(t *testing.T) {
+	f := newFleet(t, gateway.Options{})
+	watch := f.nats.Conn()
+	gets, err := watch.SubscribeSync("$JS.API.DIRECT.GET.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := watch.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lookups := func() int {
+		if err := f.gwConn.Flush(); err != nil { // the gateway's requests have reached the server
+			t.Fatal(err)
+		}
+		if err := watch.Flush(); err != nil { // and the server has sent them on to watch
+			t.Fatal(err)
+		}
+		n, _, err := gets.Pending()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if code, ans := f.post("", `{"language":"python3","code":"print(1)"}`); code != http.StatusAccepted {
+		t.Fatalf("POST without an id = %d %v, want 202", code, ans)
+	}
+	if n := lookups(); n != 0 {
+		t.Errorf("a job with an id the gateway made cost %d direct gets, want none", n)
+	}
+	body := `{"id":"mine-1","language":"python3","code":"print(1)"}`
+	if code, ans := f.post("", body); code != http.StatusAccepted {
+		t.Fatalf("POST with an id = %d %v, want 202", code, ans)
+	}
+	if n := lookups(); n == 0 {
+		t.Error("a job with the caller's id was not looked up")
+	}
+	if code, ans := f.post("", body); code != http.StatusAccepted || ans["job_id"] != "mine-1" {
+		t.Errorf("POST of the same id again = %d %v, want 202 naming it", code, ans)
+	}
+	if n := f.storedJobs(); n != 2 {
+		t.Errorf("the jobs stream holds %d requests, want 2: the second submit of mine-1 is a duplicate", n)
+	}
+}

@@ -60,13 +60,13 @@ func (g *Gateway) postJob(w http.ResponseWriter, r *http.Request) {
 		writeReject(w, err)
 		return
 	}
-	id, err := g.decode(body)
+	id, fresh, err := g.decode(body)
 	if err != nil {
 		writeReject(w, err)
 		return
 	}
 	setJobID(r, id)
-	release, err := g.submit(r, submission{api: "native", tenant: tenant, queue: queue, id: id, body: body, waits: wait})
+	release, err := g.submit(r, submission{api: "native", tenant: tenant, queue: queue, id: id, fresh: fresh, body: body, waits: wait})
 	if err != nil {
 		writeSubmitError(w, id, err)
 		return
@@ -128,35 +128,38 @@ func writeSubmitError(w http.ResponseWriter, id string, err error) {
 // on any queue: then it is a duplicate, as a second publish on the same queue is (the stream's
 // one message per subject). The check is one direct get; two publishes racing on two queues
 // may both be stored, and the worker refuses the later as duplicate_id (its record names the
-// tenant and the id).
-func (g *Gateway) publishOnce(ctx context.Context, c *runfleet.Client, queue, id string, body []byte) (runfleet.Submitted, error) {
-	if _, err := c.Request(ctx, id); err == nil {
-		return runfleet.Submitted{ID: id, Duplicate: true}, nil
-	} else if !errors.Is(err, runfleet.ErrNotFound) {
-		return runfleet.Submitted{ID: id}, err
+// tenant and the id). Without lookup (an id no job can hold yet) it publishes at once.
+func (g *Gateway) publishOnce(ctx context.Context, c *runfleet.Client, queue, id string, body []byte, lookup bool) (runfleet.Submitted, error) {
+	if lookup {
+		_, err := c.Request(ctx, id)
+		if err == nil {
+			return runfleet.Submitted{ID: id, Duplicate: true}, nil
+		}
+		if !errors.Is(err, runfleet.ErrNotFound) {
+			return runfleet.Submitted{ID: id}, err
+		}
 	}
 	return g.inspector.SubmitRaw(ctx, queue, id, body, &runfleet.SubmitOptions{Tenant: c.Tenant(), Header: tracing.Header(ctx)})
 }
 
 // decode validates body as the protocol does and returns the job's id: the body's own, or a new
-// one when it has none. The error, when not nil, is a *job.RejectError.
-func (g *Gateway) decode(body []byte) (string, error) {
+// one (fresh) when it has none. The error, when not nil, is a *job.RejectError.
+func (g *Gateway) decode(body []byte) (id string, fresh bool, err error) {
 	var peek struct {
 		ID json.RawMessage `json:"id"`
 	}
-	id := ""
 	if json.Unmarshal(body, &peek) == nil && len(peek.ID) > 0 {
 		if err := json.Unmarshal(peek.ID, &id); err != nil {
-			return "", &job.RejectError{Reason: "invalid_id", Detail: "id: want a string"}
+			return "", false, &job.RejectError{Reason: "invalid_id", Detail: "id: want a string"}
 		}
 	}
 	if id == "" {
-		id = uuid.NewString()
+		id, fresh = uuid.NewString(), true
 	}
 	if _, _, err := job.Decode(body, id, g.policy); err != nil {
-		return "", err
+		return "", false, err
 	}
-	return id, nil
+	return id, fresh, nil
 }
 
 // wait follows c's tenant's job id until it settles, the request ends, or MaxWait passes; onPage,
