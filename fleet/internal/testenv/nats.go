@@ -96,12 +96,11 @@ func StartNATSCluster(t testing.TB, n int) []string {
 	}
 	urls := make([]string, n)
 	for i := range n {
-		node := &NATS{t: t, opts: server.Options{ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: FreePort(t),
-			JetStream: true, StoreDir: t.TempDir(), JetStreamMaxStore: devstack.MaxStore, NoLog: true, NoSigs: true,
-			Cluster: server.ClusterOpts{Name: "runfleet-test", Host: "127.0.0.1", Port: ports[i]}, Routes: routes}}
-		node.start()
-		t.Cleanup(node.Stop)
-		urls[i] = node.URL
+		urls[i] = StartNATSWith(t, func(o *server.Options) {
+			o.ServerName = fmt.Sprintf("n%d", i)
+			o.Cluster = server.ClusterOpts{Name: "runfleet-test", Host: "127.0.0.1", Port: ports[i]}
+			o.Routes = routes
+		}).URL
 	}
 	return urls
 }
