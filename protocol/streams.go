@@ -170,23 +170,34 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, s job.Subjects, 
 // ensureConsumers creates the consumers bucket when it is missing; an existing one keeps its
 // settings. (A worker that finds none makes it too, with the jobs stream's replicas.)
 func ensureConsumers(ctx context.Context, js jetstream.JetStream, s job.Subjects, o StreamOptions) error {
-	err := AskAgain(ctx, func(ctx context.Context) error {
-		_, err := js.KeyValue(ctx, s.ConsumersBucket())
+	_, err := EnsureKeyValue(ctx, js, ConsumersBucketConfig(s, o.Replicas))
+	return err
+}
+
+// EnsureKeyValue opens the key-value bucket cfg names, creating it when it is missing (an
+// existing one keeps its settings); one another process made meanwhile is opened. Every request
+// is asked again while unanswered (AskAgain): processes starting at once on a cluster create and
+// look up the same replicated bucket.
+func EnsureKeyValue(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	var kv jetstream.KeyValue
+	lookup := func(ctx context.Context) (err error) {
+		kv, err = js.KeyValue(ctx, cfg.Bucket)
 		return err
-	})
+	}
+	err := AskAgain(ctx, lookup)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		err = AskAgain(ctx, func(ctx context.Context) error {
-			_, err := js.CreateKeyValue(ctx, ConsumersBucketConfig(s, o.Replicas))
+		err = AskAgain(ctx, func(ctx context.Context) (err error) {
+			kv, err = js.CreateKeyValue(ctx, cfg)
 			return err
 		})
 		if errors.Is(err, jetstream.ErrBucketExists) {
-			err = nil // another worker made it meanwhile
+			err = AskAgain(ctx, lookup)
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("bucket %s: %w", s.ConsumersBucket(), err)
+		return nil, fmt.Errorf("bucket %s: %w", cfg.Bucket, err)
 	}
-	return nil
+	return kv, nil
 }
 
 // ensureArtifacts creates the artifacts bucket when it is missing, its objects living as long as

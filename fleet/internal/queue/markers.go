@@ -16,17 +16,7 @@ import (
 // markers opens the fleet's consumers bucket (protocol.ConsumersBucketConfig), creating it with
 // the jobs stream st's replicas when it is missing.
 func markers(ctx context.Context, js jetstream.JetStream, s job.Subjects, st jetstream.Stream) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, s.ConsumersBucket())
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, protocol.ConsumersBucketConfig(s, st.CachedInfo().Config.Replicas))
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, s.ConsumersBucket())
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("bucket %s: %w", s.ConsumersBucket(), err)
-	}
-	return kv, nil
+	return protocol.EnsureKeyValue(ctx, js, protocol.ConsumersBucketConfig(s, st.CachedInfo().Config.Replicas))
 }
 
 // marked reads marker key; ok is false when it is not set. A marker set before the bucket, in

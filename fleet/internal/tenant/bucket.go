@@ -16,29 +16,7 @@ import (
 
 // EnsureBucket opens the tenants bucket of s, creating it when it is missing.
 func EnsureBucket(ctx context.Context, js jetstream.JetStream, s job.Subjects, replicas int) (jetstream.KeyValue, error) {
-	var kv jetstream.KeyValue
-	lookup := func(ctx context.Context) (err error) {
-		kv, err = js.KeyValue(ctx, s.TenantsBucket())
-		return err
-	}
-	err := protocol.AskAgain(ctx, lookup)
-	if !errors.Is(err, jetstream.ErrBucketNotFound) {
-		if err != nil {
-			return nil, fmt.Errorf("bucket %s: %w", s.TenantsBucket(), err)
-		}
-		return kv, nil
-	}
-	err = protocol.AskAgain(ctx, func(ctx context.Context) (err error) {
-		kv, err = js.CreateKeyValue(ctx, protocol.TenantsBucketConfig(s, replicas))
-		return err
-	})
-	if errors.Is(err, jetstream.ErrBucketExists) {
-		err = protocol.AskAgain(ctx, lookup)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("create bucket %s: %w", s.TenantsBucket(), err)
-	}
-	return kv, nil
+	return protocol.EnsureKeyValue(ctx, js, protocol.TenantsBucketConfig(s, replicas))
 }
 
 // Get reads tenant name's own entry; ok is false when it has none.
