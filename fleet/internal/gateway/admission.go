@@ -179,8 +179,9 @@ const (
 // storage bounds, its max_queued, and the gateway's admission of a waiting request (or, for one
 // that does not wait, a connection to NATS). A refusal stores nothing and is counted per tenant.
 // The publish is under a send span, and an id the tenant holds on any queue is a duplicate,
-// stored once (publishOnce); an id the gateway made is looked up only when a try is repeated. Every error is a *submitError; release ends a waiting submission's
-// place among Options.MaxWaiting, once its wait ends.
+// stored once (publishOnce); an id the gateway made is looked up only when a try is repeated.
+// Every error is a *submitError; release ends a waiting submission's place among
+// Options.MaxWaiting, once its wait ends.
 func (g *Gateway) submit(r *http.Request, s submission) (release func(), err error) {
 	refuse := func(e *submitError) (func(), error) {
 		g.refused(s.tenant, e.reason)
